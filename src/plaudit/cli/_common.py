@@ -1,0 +1,61 @@
+"""Options and output helpers every subcommand shares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+import msgspec
+
+from plaudit.core import Plaudit
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def db_option(f: F) -> F:
+    """`--db` on every command; it overrides the group-level `plaudit --db`."""
+    return click.option(
+        "--db",
+        "db",
+        default=None,
+        metavar="PATH|DSN",
+        help="SQLite path or postgresql:// DSN (default: $PLAUDIT_DB, else ./.plaudit/plaudit.db).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(f)
+
+
+def resolve(db: str | None) -> str | None:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None and db is None:
+        obj = ctx.obj if isinstance(ctx.obj, dict) else {}
+        db = obj.get("db")
+        ctx = ctx.parent
+    return db
+
+
+@contextmanager
+def open_store(db: str | None) -> Iterator[Plaudit]:
+    p = Plaudit.open(resolve(db))
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def to_jsonable(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def echo_json(value: Any) -> None:
+    click.echo(msgspec.json.encode(to_jsonable(value)).decode())
+
+
+def fail(message: str, code: int = 1) -> click.exceptions.Exit:
+    """Print an error and return an Exit to raise: `raise fail("...")`."""
+    click.echo(f"error: {message}", err=True)
+    return click.exceptions.Exit(code)

@@ -1,0 +1,256 @@
+"""`plaudit log ...` and `plaudit rebuild`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import click
+import msgspec
+
+from plaudit.cli._common import db_option, echo_json, fail, json_option, open_store
+from plaudit.errors import ValidationError
+
+
+@click.group()
+def log() -> None:
+    """The append-only, hash-chained event log."""
+
+
+@log.command()
+@db_option
+@click.argument("event_json", required=False)
+@json_option
+def append(db: str | None, event_json: str | None, as_json: bool) -> None:
+    """Append events given as JSON: one object, an array, or JSON lines on stdin.
+
+    Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
+    """
+    raw = event_json if event_json is not None else sys.stdin.read()
+    events: list[Any] = []
+    text = raw.strip()
+    try:
+        if text.startswith("[") or (text.startswith("{") and "\n" not in text):
+            parsed = msgspec.json.decode(text)
+            events = parsed if isinstance(parsed, list) else [parsed]
+        else:
+            events = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
+    except msgspec.DecodeError as exc:
+        raise ValidationError("input", f"malformed JSON: {exc}") from None
+    with open_store(db) as p:
+        result = p.log.append_batch(events)
+    if as_json:
+        echo_json(
+            {"appended": result.appended, "present": result.present, "results": result.results}
+        )
+    else:
+        for r in result.results:
+            click.echo(f"{r.status:9} {r.seq:>8}  {r.id}")
+
+
+def _progress(path: str) -> tuple[Any, Any]:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    prog = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True),
+    )
+    task = prog.add_task("importing", total=os.path.getsize(path))
+    return prog, lambda n: prog.advance(task, n)
+
+
+@log.command("import")
+@db_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@json_option
+def import_(db: str | None, file: str, as_json: bool) -> None:
+    """Stream a seq_mem.jsonl file into the log; bad lines go to quarantine."""
+    from plaudit.seqmem import import_file
+
+    with open_store(db) as p:
+        prog, advance = _progress(file)
+        if prog is not None:
+            with prog:
+                report = import_file(p.log, file, progress=advance)
+        else:
+            report = import_file(p.log, file)
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(
+            f"{file}: {report.imported} imported, {report.duplicates} duplicate, "
+            f"{report.quarantined} quarantined ({report.lines} lines, {report.seconds:.2f}s)"
+        )
+        if report.quarantined:
+            click.echo("see `plaudit log quarantine` for the reasons", err=True)
+
+
+@log.command("export")
+@db_option
+@click.option(
+    "--format", "fmt", type=click.Choice(["seq-mem", "jsonl"]), default="seq-mem", show_default=True
+)
+@click.option("--type", "types", multiple=True, help="Only event types with this prefix.")
+@click.option("-o", "--output", default="-", help="File to write atomically, or - for stdout.")
+def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> None:
+    """Write the log out as seq_mem rows (default) or as full events."""
+    from plaudit.seqmem import atomic_write, export_rows
+
+    with open_store(db) as p:
+
+        def write(f: Any) -> int:
+            if fmt == "seq-mem":
+                return export_rows(p.log, f, types=types or None)
+            n = 0
+            enc = msgspec.json.Encoder()
+            for e in p.log.replay(types=types or None):
+                f.write(enc.encode(e) + b"\n")
+                n += 1
+            return n
+
+        if output == "-":
+            n = write(sys.stdout.buffer)
+            sys.stdout.flush()
+        else:
+            n = atomic_write(output, write)
+            click.echo(f"wrote {n} events to {output}", err=True)
+
+
+@log.command()
+@db_option
+@click.option("--against", metavar="DIGEST", help="An earlier `plaudit log head` digest.")
+@json_option
+def verify(db: str | None, against: str | None, as_json: bool) -> None:
+    """Check the whole hash chain; exit 1 and name the first bad position if not intact."""
+    with open_store(db) as p:
+        started = time.perf_counter()
+        report = p.log.verify(against=against)
+        seconds = time.perf_counter() - started
+    if as_json:
+        echo_json({**msgspec.to_builtins(report), "seconds": round(seconds, 3)})
+    elif report.ok:
+        extra = f", extends {report.against}" if report.against else ""
+        click.echo(f"OK: {report.checked} events verified{extra} (head {report.head})")
+    else:
+        click.echo(f"FAILED at position {report.first_bad}: {report.reason}")
+    if not report.ok:
+        raise click.exceptions.Exit(1)
+
+
+@log.command()
+@db_option
+@json_option
+def head(db: str | None, as_json: bool) -> None:
+    """Print the digest of the log at its current length."""
+    with open_store(db) as p:
+        h = p.log.head()
+    if as_json:
+        echo_json({"length": h.length, "hash": h.hash, "digest": h.digest})
+    else:
+        click.echo(h.digest)
+
+
+@log.command()
+@db_option
+@click.option("-n", "count", default=10, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--type", "types", multiple=True, help="Only event types with this prefix.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new events.")
+@json_option
+def tail(db: str | None, count: int, types: tuple[str, ...], follow: bool, as_json: bool) -> None:
+    """Show the newest events."""
+    enc = msgspec.json.Encoder()
+
+    def show(e: Any) -> None:
+        if as_json:
+            click.echo(enc.encode(e).decode())
+        else:
+            payload = msgspec.json.encode(e.payload).decode()
+            if len(payload) > 100:
+                payload = payload[:97] + "..."
+            click.echo(f"{e.seq:>8} {e.ts_ms} {e.type} {e.session_id} {payload}")
+
+    with open_store(db) as p:
+        events = p.log.tail(count, types=types or None)
+        for e in events:
+            show(e)
+        last = events[-1].seq if events else p.log.head().length
+        while follow:
+            time.sleep(0.5)
+            for e in p.log.replay(last, types=types or None):
+                show(e)
+                last = e.seq
+
+
+@log.command()
+@db_option
+@json_option
+def stats(db: str | None, as_json: bool) -> None:
+    """Length, head, sessions, time range and counts by event type."""
+    with open_store(db) as p:
+        s = p.log.stats()
+    if as_json:
+        echo_json(s)
+        return
+    click.echo(f"backend     {s.backend}")
+    click.echo(f"events      {s.length}")
+    click.echo(f"head        {s.head}")
+    click.echo(f"sessions    {s.sessions}")
+    if s.first_ts_ms is not None:
+        fmt = "%Y-%m-%d %H:%M:%S"
+        first = time.strftime(fmt, time.gmtime(s.first_ts_ms / 1000))
+        last = time.strftime(fmt, time.gmtime((s.last_ts_ms or 0) / 1000))
+        click.echo(f"time range  {first} .. {last} UTC")
+    click.echo(f"quarantined {s.quarantined}")
+    if s.by_type:
+        click.echo("by type:")
+        width = max(len(t) for t in s.by_type)
+        for t, n in s.by_type.items():
+            click.echo(f"  {t:<{width}}  {n}")
+
+
+@log.command()
+@db_option
+@click.option("--file", "file", default=None, help="Only lines from this file.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 1_000_000))
+@json_option
+def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> None:
+    """List imported lines that were rejected, with file, line number and reason."""
+    from plaudit.seqmem import quarantined
+
+    with open_store(db) as p:
+        rows = quarantined(p.log, file=file, limit=limit)
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        click.echo("quarantine is empty")
+    for q in rows:
+        click.echo(f"{q.file}:{q.line_no}: {q.reason}")
+
+
+@click.command()
+@db_option
+@json_option
+def rebuild(db: str | None, as_json: bool) -> None:
+    """Drop every projection and rebuild it by replaying the log."""
+    with open_store(db) as p:
+        counts = p.rebuild()
+    if as_json:
+        echo_json(counts)
+    elif not counts:
+        click.echo("no projections registered")
+    else:
+        for name, n in counts.items():
+            click.echo(f"rebuilt {name} from {n} events")
+
+
+__all__ = ["fail", "log", "rebuild"]

@@ -1,0 +1,48 @@
+"""Where the database is: `--db`, else `$PLAUDIT_DB`, else `./.plaudit/plaudit.db`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from plaudit.store.backend import Backend
+
+DEFAULT_DB = Path(".plaudit") / "plaudit.db"
+ENV_DB = "PLAUDIT_DB"
+
+
+def resolve_db(db: str | os.PathLike[str] | None) -> str:
+    if db is None or str(db) == "":
+        db = os.environ.get(ENV_DB) or str(DEFAULT_DB)
+    return str(db)
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def split_schema(dsn: str) -> tuple[str, str | None]:
+    """plaudit accepts `?schema=NAME` on a DSN; libpq does not, so take it off."""
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), None)
+    rest = [(k, v) for k, v in query if k != "schema"]
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def make_backend(
+    db: str | os.PathLike[str] | None = None,
+    *,
+    schema: str | None = None,
+    durability: str = "full",
+) -> Backend:
+    url = resolve_db(db)
+    if is_postgres(url):
+        from plaudit.store.postgres import PostgresBackend
+
+        dsn, dsn_schema = split_schema(url)
+        return PostgresBackend(dsn, schema=schema or dsn_schema)
+    from plaudit.store.sqlite import SqliteBackend
+
+    return SqliteBackend(url, durability=durability)  # type: ignore[arg-type]

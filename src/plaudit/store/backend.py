@@ -1,0 +1,128 @@
+"""What the log needs from a database, behind one small interface (as httpx does with transports).
+
+SQL is written once with `?` placeholders and a few `{dialect}` words; each backend translates.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, Literal
+
+Dialect = Literal["sqlite", "postgres"]
+
+#: Words that differ between the two dialects; projections may use them in their DDL too.
+DIALECT_WORDS: dict[str, dict[str, str]] = {
+    "sqlite": {
+        "blob": "BLOB",
+        "bigint": "INTEGER",
+        "seq_pk": "INTEGER PRIMARY KEY",
+        "autoinc_pk": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "double": "REAL",
+        "sep": "char(31)",
+    },
+    "postgres": {
+        "blob": "BYTEA",
+        "bigint": "BIGINT",
+        "seq_pk": "BIGINT PRIMARY KEY",
+        "autoinc_pk": "BIGSERIAL PRIMARY KEY",
+        "double": "DOUBLE PRECISION",
+        "sep": "chr(31)",
+    },
+}
+
+
+class Tx(ABC):
+    """A transaction handed to the log's writers and to projections."""
+
+    dialect: Dialect
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    @abstractmethod
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.execute(sql, params).fetchall())
+
+    def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        return self.execute(sql, params).fetchone()
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+    def iterate(
+        self, sql: str, params: Sequence[Any] = (), *, size: int = 5000
+    ) -> Iterator[tuple[Any, ...]]:
+        """Stream a large result without holding it all in memory."""
+        cur = self.execute(sql, params)
+        while True:
+            rows = cur.fetchmany(size)
+            if not rows:
+                return
+            yield from rows
+
+    def ddl(self, sql: str) -> str:
+        """Fill `{blob}`, `{bigint}`, ... with this dialect's words."""
+        return sql.format(**DIALECT_WORDS[self.dialect])
+
+    def table_exists(self, name: str) -> bool:
+        raise NotImplementedError
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
+        """Bulk insert; backends override with their fastest path."""
+        marks = ",".join("?" * len(columns))
+        self.executemany(f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows)
+
+
+class Backend(ABC):
+    """A connection factory with one connection per thread."""
+
+    dialect: Dialect
+    url: str
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[Any] = []
+        self._all_lock = threading.Lock()
+
+    @abstractmethod
+    def _connect(self) -> Any: ...
+
+    def connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @abstractmethod
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        """A transaction holding the log's single write lock; commits on success."""
+
+    @abstractmethod
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A consistent read-only snapshot."""
+
+    @abstractmethod
+    def body_sql(self) -> str:
+        """SQL expression that rebuilds an event's hashed bytes from its columns."""
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            with suppress(Exception):
+                c.close()
+        self._local = threading.local()
+
+    def describe(self) -> str:
+        return self.url

@@ -1,0 +1,126 @@
+"""PostgreSQL backend (psycopg 3) so many agent hosts can share one log.
+
+The write lock is a row lock on the log's head row, so it is scoped to the schema in use.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from functools import lru_cache
+from typing import Any
+
+from plaudit.errors import BackendUnavailableError, ConfigError
+from plaudit.store.backend import Backend, Tx
+
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+@lru_cache(maxsize=1024)
+def _translate(sql: str) -> str:
+    # `?` placeholders become psycopg's `%s`; a literal % must be doubled.
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresTx(Tx):
+    dialect = "postgres"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.cur = conn.cursor()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        cur = self.conn.cursor()
+        cur.execute(_translate(sql), params or None)
+        return cur
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        rows = list(rows)
+        if rows:
+            self.cur.executemany(_translate(sql), rows)
+
+    def iterate(
+        self, sql: str, params: Sequence[Any] = (), *, size: int = 5000
+    ) -> Iterator[tuple[Any, ...]]:
+        # A server-side cursor keeps memory flat for full-log scans.
+        with self.conn.cursor(name=f"plaudit_iter_{id(self)}") as cur:
+            cur.itersize = size
+            cur.execute(_translate(sql), params or None)
+            yield from cur
+
+    def table_exists(self, name: str) -> bool:
+        return self.scalar("SELECT to_regclass(?) IS NOT NULL", (name,)) is True
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
+        with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
+
+class PostgresBackend(Backend):
+    dialect = "postgres"
+
+    def __init__(self, dsn: str, *, schema: str | None = None) -> None:
+        super().__init__()
+        if schema is not None and not _SCHEMA_RE.match(schema):
+            raise ConfigError(f"schema {schema!r} must match {_SCHEMA_RE.pattern}")
+        self.dsn = dsn
+        self.schema = schema
+        self.url = dsn if schema is None else f"{dsn} (schema {schema})"
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        try:
+            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+        except psycopg.OperationalError as exc:
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BackendUnavailableError(f"cannot connect to PostgreSQL: {msg}") from None
+        if self.schema:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            conn.execute(f'SET search_path TO "{self.schema}"')
+        # Transactions are explicit (BEGIN/COMMIT below), never psycopg's implicit ones.
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[PostgresTx]:
+        conn = self.connection()
+        conn.execute("BEGIN")
+        self._local.in_write = True
+        try:
+            yield PostgresTx(conn)
+        except BaseException:
+            self._end(conn, "ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+        finally:
+            self._local.in_write = False
+
+    @staticmethod
+    def _end(conn: Any, word: str) -> None:
+        with suppress(Exception):
+            conn.execute(word)
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresTx]:
+        conn = self.connection()
+        if getattr(self._local, "in_write", False):  # nested inside a write: reuse its view
+            yield PostgresTx(conn)
+            return
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield PostgresTx(conn)
+        finally:
+            self._end(conn, "ROLLBACK")
+
+    def body_sql(self) -> str:
+        cols = ("id", "type", "ts_ms::text", "session_id", "source", "payload", "meta")
+        return "convert_to(" + " || chr(31) || ".join(cols) + ", 'UTF8')"
+
+    def drop_schema(self) -> None:
+        """Remove the whole schema; used by tests and `plaudit` tooling to clean up."""
+        if not self.schema:
+            raise ConfigError("drop_schema needs an explicit schema")
+        self.connection().execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')

@@ -1,0 +1,107 @@
+"""The log's own tables. Projections add theirs through `plaudit.store.projections`."""
+
+from __future__ import annotations
+
+import hashlib
+
+from plaudit.store.backend import Tx
+
+SCHEMA_VERSION = "1"
+
+#: Hash that position 0 chains from; a constant so every empty log has the same head.
+GENESIS = hashlib.sha256(b"plaudit.log.v1").digest()
+
+EVENT_COLUMNS = (
+    "seq",
+    "id",
+    "type",
+    "ts_ms",
+    "session_id",
+    "source",
+    "payload",
+    "meta",
+    "content_digest",
+    "hash",
+)
+
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS plaudit_events (
+        seq {seq_pk},
+        id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        ts_ms {bigint} NOT NULL,
+        session_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        content_digest {blob} NOT NULL,
+        hash {blob} NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS plaudit_events_id ON plaudit_events (id)",
+    "CREATE INDEX IF NOT EXISTS plaudit_events_type ON plaudit_events (type, seq)",
+    """CREATE TABLE IF NOT EXISTS plaudit_head (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        seq {bigint} NOT NULL,
+        hash {blob} NOT NULL
+    )""",
+    "CREATE TABLE IF NOT EXISTS plaudit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS plaudit_projections (
+        name TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        applied_seq {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS plaudit_quarantine (
+        qid {autoinc_pk},
+        file TEXT NOT NULL,
+        line_no {bigint} NOT NULL,
+        reason TEXT NOT NULL,
+        raw {blob} NOT NULL,
+        raw_digest {blob} NOT NULL,
+        ts_ms {bigint} NOT NULL,
+        UNIQUE (file, line_no, raw_digest)
+    )""",
+)
+
+# Defence in depth: ordinary SQL cannot rewrite history. Someone editing the file directly can
+# drop these, which is why `verify` exists.
+_GUARDS = {
+    "sqlite": (
+        """CREATE TRIGGER IF NOT EXISTS plaudit_events_no_update BEFORE UPDATE ON plaudit_events
+           BEGIN SELECT RAISE(ABORT, 'plaudit_events is append-only'); END""",
+        """CREATE TRIGGER IF NOT EXISTS plaudit_events_no_delete BEFORE DELETE ON plaudit_events
+           BEGIN SELECT RAISE(ABORT, 'plaudit_events is append-only'); END""",
+    ),
+    "postgres": (
+        """CREATE OR REPLACE FUNCTION plaudit_events_append_only() RETURNS trigger
+           LANGUAGE plpgsql AS $$
+           BEGIN RAISE EXCEPTION 'plaudit_events is append-only'; END $$""",
+        "DROP TRIGGER IF EXISTS plaudit_events_append_only ON plaudit_events",
+        """CREATE TRIGGER plaudit_events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE
+           ON plaudit_events FOR EACH STATEMENT EXECUTE FUNCTION plaudit_events_append_only()""",
+    ),
+}
+
+
+def create_schema(tx: Tx) -> None:
+    if tx.dialect == "postgres":
+        # CREATE ... IF NOT EXISTS is not race-free in PostgreSQL; serialise first-time set-up.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
+        if (
+            tx.table_exists("plaudit_head")
+            and tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_version'")
+            == SCHEMA_VERSION
+        ):
+            return
+    for stmt in _DDL:
+        tx.execute(tx.ddl(stmt))
+    for stmt in _GUARDS[tx.dialect]:
+        tx.execute(stmt)
+    tx.execute(
+        "INSERT INTO plaudit_head (one, seq, hash) VALUES (1, 0, ?) ON CONFLICT (one) DO NOTHING",
+        (GENESIS,),
+    )
+    tx.execute(
+        "INSERT INTO plaudit_meta (key, value) VALUES ('schema_version', ?) "
+        "ON CONFLICT (key) DO NOTHING",
+        (SCHEMA_VERSION,),
+    )
