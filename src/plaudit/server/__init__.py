@@ -1,0 +1,1 @@
+"""The HTTP API and dashboard: thin routes over the library."""

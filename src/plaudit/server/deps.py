@@ -1,0 +1,33 @@
+"""Dependencies shared by every route module.
+
+Routes get the open `Plaudit` handle with `Depends(get_plaudit)` and protect writes with
+`dependencies=[Depends(require_write)]`. Library errors (`PlauditError`) propagate: the app maps
+them to 4xx responses with a message, so routes hold no error-handling logic of their own.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import HTTPException, Request
+
+from plaudit.core import Plaudit
+
+
+def get_plaudit(request: Request) -> Plaudit:
+    return request.app.state.plaudit
+
+
+def require_write(request: Request) -> None:
+    """Bearer-token check for write endpoints, when the server was given a token."""
+    token: str | None = getattr(request.app.state, "token", None)
+    if not token:
+        return
+    header = request.headers.get("authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+        raise HTTPException(
+            status_code=401,
+            detail="this endpoint needs 'Authorization: Bearer <token>' with the server's token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
