@@ -7,6 +7,8 @@ from plaudit.store.projections import register_projection
 
 BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str]] = [
     # (name, event type prefixes, "module:attr")
+    ("bandit", ("plaudit.bandit.",), "plaudit.context.projection:BanditProjection"),
+    ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection"),
 ]
 
 for _name, _prefixes, _target in BUILTIN_PROJECTIONS:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from plaudit.errors import ConfigError
 from plaudit.store.backend import Backend
 
 DEFAULT_DB = Path(".plaudit") / "plaudit.db"
@@ -38,6 +39,8 @@ def make_backend(
     durability: str = "full",
 ) -> Backend:
     url = resolve_db(db)
+    if durability not in ("full", "normal"):
+        raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
     if is_postgres(url):
         from plaudit.store.postgres import PostgresBackend
 

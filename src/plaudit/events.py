@@ -27,7 +27,8 @@ MAX_SAFE_INT = 2**53 - 1
 
 # Namespaced: at least two dot-separated segments. plaudit's own types end in `.vN`.
 TYPE_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# Control characters, and lone surrogates (str that cannot be encoded as UTF-8).
+_BAD_TEXT_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 
 SEP = "\x1f"  # unit separator: cannot occur in validated text fields or in encoded JSON
 
@@ -55,6 +56,7 @@ class StoredEvent(Event, frozen=True, kw_only=True):
 
 
 _encoder = msgspec.json.Encoder(order="sorted")
+_sha256 = hashlib.sha256
 
 
 def encode_json(value: Any) -> str:
@@ -63,18 +65,17 @@ def encode_json(value: Any) -> str:
 
 
 def _check_text(field: str, value: Any, *, max_len: int, allow_empty: bool, where: str | None):
-    if not isinstance(value, str):
+    if type(value) is not str and not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}", where=where)
     if not value and not allow_empty:
         raise ValidationError(field, "must not be empty", where=where)
     if len(value) > max_len:
         raise ValidationError(field, f"longer than {max_len} characters", where=where)
-    if _CONTROL_RE.search(value):
+    bad = _BAD_TEXT_RE.search(value)
+    if bad is not None:
+        if bad.group() >= "\ud800":
+            raise ValidationError(field, "is not valid Unicode text", where=where)
         raise ValidationError(field, "contains a control character", where=where)
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise ValidationError(field, "is not valid Unicode text", where=where) from None
     return value
 
 
@@ -107,9 +108,55 @@ def _check_json(value: Any, path: str, depth: int, where: str | None) -> None:
         if not math.isfinite(value):
             raise ValidationError(path, f"{value!r} is not valid JSON", where=where)
         return
-    if isinstance(value, bool | int | str):
+    if isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            raise ValidationError(path, "integer outside the JSON-safe range ±2^53", where=where)
         return
     raise ValidationError(path, f"{t.__name__} is not a JSON value", where=where)
+
+
+# Maps digits to "0" and brackets to "[" so one C-level pass bounds integer size and depth.
+_SCAN = bytes(
+    ord("0") if chr(c).isdigit() and c < 128 else ord("[") if c in b"{[" else ord(" ")
+    for c in range(256)
+)
+# An integer literal of 16+ digits may exceed 2^53-1 (which has 16); shorter ones cannot.
+_LONG_DIGITS = b"0" * 16
+_decode_any = msgspec.json.decode
+_ENCODE_ERRORS = (TypeError, msgspec.EncodeError, UnicodeEncodeError, OverflowError, RecursionError)
+
+
+def _encode_object(name: str, obj: dict[str, Any], where: str | None, *, from_json: bool) -> bytes:
+    """Canonical JSON of a payload or meta object, validated.
+
+    The fast path avoids walking the object in Python: canonical encoding and decoding back is
+    done in C, and an object that survives the round trip unchanged holds only JSON values
+    (NaN becomes null, a non-string key becomes a string, a set a list: each compares unequal).
+    What the round trip cannot see (nesting depth, integers beyond 2^53) is bounded by one scan
+    of the encoded text. Anything the fast path is not sure of goes through the full recursive
+    check, which names the offending path.
+    """
+    try:
+        data = _encoder.encode(obj)
+    except _ENCODE_ERRORS:
+        data = None
+    if data is not None:
+        scan = data.translate(_SCAN)
+        if (
+            _LONG_DIGITS not in scan
+            and scan.count(b"[") <= MAX_DEPTH
+            and (from_json or _decode_any(data) == obj)
+        ):
+            return data
+    _check_json(obj, name, 0, where)
+    if data is None:
+        try:
+            data = _encoder.encode(obj)
+        except _ENCODE_ERRORS as exc:
+            raise ValidationError(name, f"cannot be encoded as JSON: {exc}", where=where) from None
+    return data
 
 
 class Prepared(msgspec.Struct, frozen=True):
@@ -123,8 +170,9 @@ class Prepared(msgspec.Struct, frozen=True):
     def body(self) -> bytes:
         """The bytes the hash chain covers. The store rebuilds them in SQL to verify."""
         e = self.event
-        return SEP.join(
-            (e.id, e.type, str(e.ts_ms), e.session_id, e.source, self.payload_text, self.meta_text)
+        return (
+            f"{e.id}\x1f{e.type}\x1f{e.ts_ms}\x1f{e.session_id}\x1f{e.source}"
+            f"\x1f{self.payload_text}\x1f{self.meta_text}"
         ).encode()
 
 
@@ -150,37 +198,70 @@ def make_event(
     )
 
 
+#: Event types already seen to match TYPE_RE (a log has a handful; the regex costs more).
+_GOOD_TYPES: set[str] = set()
+
 _FIELDS = ("id", "type", "ts_ms", "session_id", "source", "payload", "meta")
+_ALLOWED = frozenset((*_FIELDS, "seq", "hash"))
 
 
 def coerce_event(value: Event | Mapping[str, Any], *, where: str | None = None) -> Event:
     """Accept an Event or a plain mapping (ids and timestamps are filled in when absent)."""
-    if isinstance(value, Event):
-        return value
-    if not isinstance(value, Mapping):
+    if type(value) is not dict:  # exact-type checks first: ABC isinstance checks are slow
+        if isinstance(value, Event):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValidationError(
+                "event", f"must be an object, got {type(value).__name__}", where=where
+            )
+    if not value.keys() <= _ALLOWED:
+        unknown = sorted(str(k) for k in value.keys() - _ALLOWED)
         raise ValidationError(
-            "event", f"must be an object, got {type(value).__name__}", where=where
+            unknown[0], f"unknown field (allowed: {', '.join(_FIELDS)})", where=where
         )
-    unknown = set(value) - set(_FIELDS) - {"seq", "hash"}
-    if unknown:
-        raise ValidationError(
-            sorted(unknown)[0], f"unknown field (allowed: {', '.join(_FIELDS)})", where=where
-        )
-    if "type" not in value:
+    get = value.get
+    type_ = get("type")
+    if type_ is None:
         raise ValidationError("type", "is required", where=where)
-    if "payload" in value and not isinstance(value["payload"], Mapping):
+    payload = get("payload")
+    if payload is None:
+        payload = {}
+    elif type(payload) is not dict and not isinstance(payload, Mapping):
         raise ValidationError(
-            "payload", f"must be an object, got {type(value['payload']).__name__}", where=where
+            "payload", f"must be an object, got {type(payload).__name__}", where=where
         )
+    id_ = get("id")
+    ts = get("ts_ms")
+    meta = get("meta")
     return Event(
-        id=value["id"] if value.get("id") is not None else uuid7(),
-        type=value["type"],
-        ts_ms=value["ts_ms"] if value.get("ts_ms") is not None else now_ms(),
-        session_id=value.get("session_id", "default"),
-        source=value.get("source", "plaudit"),
-        payload=value.get("payload") or {},
-        meta=value.get("meta") or {},
+        id=uuid7() if id_ is None else id_,
+        type=type_,
+        ts_ms=now_ms() if ts is None else ts,
+        session_id=get("session_id", "default"),
+        source=get("source", "plaudit"),
+        payload=payload,
+        meta={} if meta is None else meta,
     )
+
+
+def _check_texts(e: Event, where: str | None) -> None:
+    """id, session_id and source: strings of bounded length without control characters."""
+    id_, session, source = e.id, e.session_id, e.source
+    if (
+        type(id_) is str
+        and type(session) is str
+        and type(source) is str
+        and 0 < len(id_) <= MAX_ID_LEN
+        and len(session) <= MAX_NAME_LEN
+        and len(source) <= MAX_NAME_LEN
+    ):
+        joined = id_ + session + source
+        # Printable ASCII is the common case; anything else gets the precise check.
+        if joined.isascii() and joined.isprintable():
+            return
+    _check_text("id", id_, max_len=MAX_ID_LEN, allow_empty=False, where=where)
+    _check_text("session_id", session, max_len=MAX_NAME_LEN, allow_empty=True, where=where)
+    _check_text("source", source, max_len=MAX_NAME_LEN, allow_empty=True, where=where)
 
 
 def prepare(
@@ -188,51 +269,60 @@ def prepare(
     *,
     where: str | None = None,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+    from_json: bool = False,
 ) -> Prepared:
-    """Validate one event and compute its canonical encoding. Raises ValidationError."""
+    """Validate one event and compute its canonical encoding. Raises ValidationError.
+
+    `from_json=True` says payload and meta were just decoded from JSON text (the import
+    path), so they can hold nothing but JSON values and the round-trip comparison is skipped.
+    """
     e = coerce_event(value, where=where)
-    _check_text("id", e.id, max_len=MAX_ID_LEN, allow_empty=False, where=where)
-    _check_text("type", e.type, max_len=MAX_NAME_LEN, allow_empty=False, where=where)
-    if not TYPE_RE.match(e.type):
+    type_ = e.type
+    if type(type_) is not str or type_ not in _GOOD_TYPES:
+        if type(type_) is not str or len(type_) > MAX_NAME_LEN or TYPE_RE.match(type_) is None:
+            _check_text("type", type_, max_len=MAX_NAME_LEN, allow_empty=False, where=where)
+            raise ValidationError(
+                "type",
+                f"{type_!r} is not a namespaced name such as 'flow.router.decision.v1'",
+                where=where,
+            )
+        if len(_GOOD_TYPES) < 10_000:  # a log has few distinct types; bound it anyway
+            _GOOD_TYPES.add(type_)
+    _check_texts(e, where)
+    ts = e.ts_ms
+    if type(ts) is not int:
         raise ValidationError(
-            "type",
-            f"{e.type!r} is not a namespaced name such as 'flow.router.decision.v1'",
-            where=where,
+            "ts_ms", f"must be an integer (ms since epoch), got {type(ts).__name__}", where=where
         )
-    if type(e.ts_ms) is not int:
-        raise ValidationError(
-            "ts_ms",
-            f"must be an integer (ms since epoch), got {type(e.ts_ms).__name__}",
-            where=where,
-        )
-    if not 0 <= e.ts_ms <= MAX_SAFE_INT:
+    if not 0 <= ts <= MAX_SAFE_INT:
         raise ValidationError("ts_ms", "must be between 0 and 2^53-1", where=where)
-    _check_text("session_id", e.session_id, max_len=MAX_NAME_LEN, allow_empty=True, where=where)
-    _check_text("source", e.source, max_len=MAX_NAME_LEN, allow_empty=True, where=where)
-    for name in ("payload", "meta"):
-        obj = getattr(e, name)
-        if type(obj) is not dict:
-            if not isinstance(obj, Mapping):
-                raise ValidationError(
-                    name, f"must be an object, got {type(obj).__name__}", where=where
-                )
-            obj = dict(obj)
-            e = msgspec.structs.replace(e, **{name: obj})
-        _check_json(obj, name, 0, where)
-    try:
-        payload_text = encode_json(e.payload)
-        meta_text = encode_json(e.meta)
-    except (TypeError, msgspec.EncodeError, UnicodeEncodeError) as exc:
-        raise ValidationError("payload", f"cannot be encoded as JSON: {exc}", where=where) from None
-    if len(payload_text) > max_payload_bytes:
+    payload, meta = e.payload, e.meta
+    if type(payload) is not dict or type(meta) is not dict:
+        fixed: dict[str, Any] = {}
+        for name, obj in (("payload", payload), ("meta", meta)):
+            if type(obj) is not dict:
+                if not isinstance(obj, Mapping):
+                    raise ValidationError(
+                        name, f"must be an object, got {type(obj).__name__}", where=where
+                    )
+                fixed[name] = dict(obj)
+        e = msgspec.structs.replace(e, **fixed)
+        payload, meta = e.payload, e.meta
+    payload_bytes = _encode_object("payload", payload, where, from_json=from_json)
+    if len(payload_bytes) > max_payload_bytes:
         raise ValidationError(
             "payload",
-            f"{len(payload_text)} bytes exceeds the {max_payload_bytes}-byte limit",
+            f"{len(payload_bytes)} bytes exceeds the {max_payload_bytes}-byte limit",
+            where=where,
+        )
+    meta_bytes = _encode_object("meta", meta, where, from_json=from_json) if meta else b"{}"
+    if len(meta_bytes) > max_payload_bytes:
+        raise ValidationError(
+            "meta",
+            f"{len(meta_bytes)} bytes exceeds the {max_payload_bytes}-byte limit",
             where=where,
         )
     # Identity for idempotency: what the event says, not when or how it travelled. A retry
     # with a new timestamp or different transport metadata is the same event.
-    digest = hashlib.sha256(
-        SEP.join((e.type, e.session_id, e.source, payload_text)).encode()
-    ).digest()
-    return Prepared(e, payload_text, meta_text, digest)
+    digest = _sha256(f"{type_}{SEP}{e.session_id}{SEP}{e.source}{SEP}".encode() + payload_bytes)
+    return Prepared(e, payload_bytes.decode(), meta_bytes.decode(), digest.digest())

@@ -81,6 +81,8 @@ def row_to_event(row: SeqMemRow) -> Event:
             decoded = _any_decoder.decode(subject)
         except msgspec.DecodeError:
             decoded = None
+        except RecursionError:
+            raise ValidationError("subject", "is JSON nested too deeply to import") from None
         if isinstance(decoded, dict):
             payload = decoded  # the common case: a JSON-encoded object
         else:
@@ -144,20 +146,31 @@ def iter_lines(f: IO[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[tuple[int,
         yield n, line, False
 
 
-def parse_line(line: bytes) -> Event:
-    """Decode one line or raise ValidationError saying why it cannot be imported."""
-    if b"\x00" in line:
-        raise ValidationError("line", "contains a NUL byte")
+def _why_undecodable(line: bytes, exc: Exception) -> ValidationError:
+    """The most useful reason a line did not decode: NUL, bad UTF-8, else the JSON error."""
+    nul = line.find(b"\x00")
+    if nul >= 0:
+        return ValidationError("line", f"contains a NUL byte at byte {nul}")
     try:
         line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError("line", f"invalid UTF-8 at byte {exc.start}") from None
+    except UnicodeDecodeError as err:
+        return ValidationError("line", f"invalid UTF-8 at byte {err.start}")
+    text = str(exc)
+    if isinstance(exc, msgspec.ValidationError):
+        if text.startswith("Expected `object`, got ") and " - at " not in text:
+            return ValidationError("line", f"is not a JSON object ({text[9:]})")
+        return ValidationError("row", text)
+    return ValidationError("line", f"malformed JSON: {text}")
+
+
+def parse_line(line: bytes) -> Event:
+    """Decode one line or raise ValidationError saying why it cannot be imported."""
     try:
         row = _decoder.decode(line)
-    except msgspec.ValidationError as exc:
-        raise ValidationError("row", str(exc)) from None
-    except msgspec.DecodeError as exc:
-        raise ValidationError("line", f"malformed JSON: {exc}") from None
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # incl. msgspec.ValidationError
+        raise _why_undecodable(line, exc) from None
+    except RecursionError:
+        raise ValidationError("line", "is JSON nested too deeply to import") from None
     return row_to_event(row)
 
 
@@ -200,7 +213,11 @@ def import_file(
         pending.clear()
         bad.clear()
 
-    with open(path, "rb") as f:
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below; opened apart to report a clean error
+    except OSError as exc:
+        raise ValidationError("file", f"cannot read {name}: {exc.strerror or exc}") from None
+    with f:
         for line_no, line, too_long in iter_lines(f):
             report.lines += 1
             if progress is not None:
@@ -213,9 +230,12 @@ def import_file(
                 report.blank += 1
                 continue
             try:
-                pending.append((line_no, prepare(parse_line(line))))
+                pending.append((line_no, prepare(parse_line(line), from_json=True)))
             except ValidationError as exc:
                 bad.append((line_no, str(exc), line))
+                report.quarantined += 1
+            except Exception as exc:  # a line plaudit did not foresee still must not stop it
+                bad.append((line_no, f"cannot import: {type(exc).__name__}: {exc}", line))
                 report.quarantined += 1
             if len(pending) >= batch:
                 flush()

@@ -28,17 +28,33 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
 
     Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
     """
-    raw = event_json if event_json is not None else sys.stdin.read()
-    events: list[Any] = []
+    if event_json is not None:
+        raw = event_json
+    else:
+        try:
+            raw = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError("input", f"invalid UTF-8 at byte {exc.start}") from None
     text = raw.strip()
-    try:
-        if text.startswith("[") or (text.startswith("{") and "\n" not in text):
-            parsed = msgspec.json.decode(text)
-            events = parsed if isinstance(parsed, list) else [parsed]
-        else:
-            events = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
-    except msgspec.DecodeError as exc:
-        raise ValidationError("input", f"malformed JSON: {exc}") from None
+    if not text:
+        raise ValidationError("input", "no events given (pass JSON or pipe it on stdin)")
+    events: list[Any]
+    try:  # one JSON value: an object or an array of them, however it is laid out
+        parsed = msgspec.json.decode(text)
+        events = parsed if isinstance(parsed, list) else [parsed]
+    except msgspec.DecodeError as whole:
+        lines = text.splitlines()
+        if len(lines) == 1:
+            raise ValidationError("input", f"malformed JSON: {whole}") from None
+        events = []
+        for n, line in enumerate(lines, 1):  # else JSON lines
+            if not line.strip():
+                continue
+            try:
+                events.append(msgspec.json.decode(line))
+            except msgspec.DecodeError as exc:
+                where = f"line {n}"
+                raise ValidationError("input", f"malformed JSON: {exc}", where=where) from None
     with open_store(db) as p:
         result = p.log.append_batch(events)
     if as_json:
@@ -121,7 +137,12 @@ def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> Non
             n = write(sys.stdout.buffer)
             sys.stdout.flush()
         else:
-            n = atomic_write(output, write)
+            try:
+                n = atomic_write(output, write)
+            except OSError as exc:
+                raise ValidationError(
+                    "output", f"cannot write {output}: {exc.strerror or exc}"
+                ) from None
             click.echo(f"wrote {n} events to {output}", err=True)
 
 
@@ -239,11 +260,12 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
 
 @click.command()
 @db_option
+@click.argument("names", nargs=-1, metavar="[PROJECTION]...")
 @json_option
-def rebuild(db: str | None, as_json: bool) -> None:
-    """Drop every projection and rebuild it by replaying the log."""
+def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
+    """Drop every projection (or the ones named) and rebuild it by replaying the log."""
     with open_store(db) as p:
-        counts = p.rebuild()
+        counts = p.log.rebuild(names or None)
     if as_json:
         echo_json(counts)
     elif not counts:

@@ -38,6 +38,8 @@ class Tx(ABC):
     """A transaction handed to the log's writers and to projections."""
 
     dialect: Dialect
+    #: What the driver raises when a unique index refuses a row.
+    unique_violation: tuple[type[BaseException], ...] = ()
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
@@ -65,6 +67,17 @@ class Tx(ABC):
             if not rows:
                 return
             yield from rows
+
+    def chunks(
+        self, sql: str, params: Sequence[Any] = (), *, size: int = 4096
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        """Stream a large result as lists of rows (cheaper per row than `iterate`)."""
+        cur = self.execute(sql, params)
+        while True:
+            rows = cur.fetchmany(size)
+            if not rows:
+                return
+            yield rows
 
     def ddl(self, sql: str) -> str:
         """Fill `{blob}`, `{bigint}`, ... with this dialect's words."""
@@ -111,6 +124,22 @@ class Backend(ABC):
     @contextmanager
     def read(self) -> Iterator[Tx]:
         """A consistent read-only snapshot."""
+
+    @contextmanager
+    def read_elsewhere(self) -> Iterator[Tx]:
+        """A read snapshot on a new connection of its own, for work in another thread."""
+        conn = self._connect()
+        try:
+            with self._read_on(conn) as tx:
+                yield tx
+        finally:
+            with suppress(Exception):
+                conn.close()
+
+    @abstractmethod
+    @contextmanager
+    def _read_on(self, conn: Any) -> Iterator[Tx]:
+        """A read-only snapshot on `conn`."""
 
     @abstractmethod
     def body_sql(self) -> str:

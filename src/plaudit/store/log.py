@@ -10,22 +10,50 @@ inserting or reordering rows breaks the chain at the first affected position. A 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from typing import Any, Literal
 
 import msgspec
 
-from plaudit.errors import ConflictError, ValidationError
+from plaudit.errors import ConflictError, IntegrityError, ValidationError
 from plaudit.events import Event, Prepared, StoredEvent, prepare
+from plaudit.store import chain
 from plaudit.store.backend import Backend, Tx
+from plaudit.store.chain import GENESIS, RangeResult, check_rows, range_sql
 from plaudit.store.projections import EVENT_SELECT, ProjectionManager, _row_to_event, scan
-from plaudit.store.schema import EVENT_COLUMNS, GENESIS, create_schema
+from plaudit.store.schema import EVENT_COLUMNS, create_schema
 
 Status = Literal["appended", "present", "conflict"]
 OnConflict = Literal["raise", "skip"]
 
 _ID_CHUNK = 500
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+#: Logs shorter than this are verified in one pass: a worker costs more than it saves.
+PARALLEL_VERIFY_MIN = 200_000
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a verify worker whose result is no longer wanted (e.g. verify raised)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _split(length: int, parts: int) -> list[tuple[int, int]]:
+    """Positions 1..length as `parts` contiguous (lo, hi) ranges."""
+    if length <= 0:
+        return []
+    step = -(-length // parts)
+    return [(lo, min(lo + step - 1, length)) for lo in range(1, length + 1, step)]
 
 
 class AppendResult(msgspec.Struct, frozen=True):
@@ -61,12 +89,8 @@ class Head(msgspec.Struct, frozen=True):
     @classmethod
     def parse(cls, digest: str) -> Head:
         length, sep, h = digest.strip().partition(":")
-        try:
-            n = int(length)
-            bytes.fromhex(h)
-        except ValueError:
-            n = -1
-        if not sep or n < 0 or len(h) != 64:
+        n = int(length) if length.isascii() and length.isdigit() else -1
+        if not sep or n < 0 or _HEX64.fullmatch(h) is None:
             raise ValidationError(
                 "against", f"{digest!r} is not a head digest such as '42:<64 hex digits>'"
             )
@@ -126,6 +150,7 @@ class EventLog:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.projections = ProjectionManager()
+        self._optimistic = True
         self._head_sql = "SELECT seq, hash FROM plaudit_head WHERE one = 1" + (
             " FOR UPDATE" if backend.dialect == "postgres" else ""
         )
@@ -177,14 +202,69 @@ class EventLog:
 
     def _write(self, tx: Tx, prepared: list[Prepared], on_conflict: OnConflict) -> BatchResult:
         head_seq, prev = tx.fetchone(self._head_sql)  # takes the lock on PostgreSQL
-        prev = bytes(prev)
+        head_seq, prev = int(head_seq), bytes(prev)
+        # Optimistic path: most batches are all new, so skip looking their ids up and let the
+        # unique index object if one is not. On that (rare) objection, undo to the savepoint
+        # and redo the batch with the lookup; stay careful until a batch is all new again.
+        if self._optimistic:
+            rows, stored, results, seq, tip = self._chain(prepared, {}, head_seq, prev, on_conflict)
+            if not rows:
+                return BatchResult(results)
+            tx.execute("SAVEPOINT plaudit_append")
+            try:
+                tx.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
+            except tx.unique_violation:
+                tx.execute("ROLLBACK TO SAVEPOINT plaudit_append")
+                tx.execute("RELEASE SAVEPOINT plaudit_append")
+                self._optimistic = False
+            else:
+                tx.execute("RELEASE SAVEPOINT plaudit_append")
+                return self._finish(tx, rows, stored, results, seq, tip)
         existing = self._existing(tx, list({p.event.id for p in prepared}))
+        self._optimistic = not existing
+        rows, stored, results, seq, tip = self._chain(
+            prepared, existing, head_seq, prev, on_conflict
+        )
+        if not rows:
+            return BatchResult(results)
+        try:
+            tx.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
+        except tx.unique_violation:
+            # Not an id (those were looked up): a position is taken, so the head is behind.
+            raise IntegrityError(
+                f"position {head_seq + 1} is already taken but the log's head says {head_seq}: "
+                "rows were added outside plaudit; run `plaudit log verify`"
+            ) from None
+        return self._finish(tx, rows, stored, results, seq, tip)
+
+    def _finish(
+        self,
+        tx: Tx,
+        rows: list[tuple[Any, ...]],
+        stored: list[StoredEvent],
+        results: list[AppendResult],
+        seq: int,
+        tip: bytes,
+    ) -> BatchResult:
+        tx.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (seq, tip))
+        self.projections.apply(tx, stored)
+        return BatchResult(results)
+
+    def _chain(
+        self,
+        prepared: list[Prepared],
+        existing: dict[str, tuple[bytes, int]],
+        seq: int,
+        prev: bytes,
+        on_conflict: OnConflict,
+    ) -> tuple[list[tuple[Any, ...]], list[StoredEvent], list[AppendResult], int, bytes]:
+        """Number and hash the new events; sort out the ones already committed."""
         results: list[AppendResult] = []
         rows: list[tuple[Any, ...]] = []
         stored: list[StoredEvent] = []
-        seq = head_seq
         sha = hashlib.sha256
         matching_cache: dict[str, bool] = {}
+        matching = self.projections.matching
         for p in prepared:
             e = p.event
             hit = existing.get(e.id)
@@ -217,7 +297,7 @@ class EventLog:
             results.append(AppendResult(e.id, seq, "appended"))
             m = matching_cache.get(e.type)
             if m is None:
-                m = matching_cache[e.type] = bool(self.projections.matching(e.type))
+                m = matching_cache[e.type] = bool(matching(e.type))
             if m:
                 stored.append(
                     StoredEvent(
@@ -232,11 +312,7 @@ class EventLog:
                         hash=h.hex(),
                     )
                 )
-        if rows:
-            tx.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
-            tx.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (seq, prev))
-            self.projections.apply(tx, stored)
-        return BatchResult(results)
+        return rows, stored, results, seq, prev
 
     # -- reading ------------------------------------------------------------------------
     def head(self) -> Head:
@@ -308,85 +384,149 @@ class EventLog:
         )
 
     # -- verification -------------------------------------------------------------------
-    def verify(self, against: str | Head | None = None) -> VerifyReport:
-        """Recompute the whole chain; report the first position that does not check out."""
+    def verify(
+        self, against: str | Head | None = None, *, workers: int | None = None
+    ) -> VerifyReport:
+        """Recompute the whole chain; report the first position that does not check out.
+
+        A long log is checked in position ranges in parallel (`workers`, default: up to two,
+        one per CPU). Each range chains from the stored hash before it, which the previous
+        range checks, so the result is the same as one sequential pass.
+        """
         anchor = Head.parse(against) if isinstance(against, str) else against
-        sql = f"SELECT seq, {self.backend.body_sql()}, hash FROM plaudit_events ORDER BY seq"
-        sha = hashlib.sha256
-        prev = GENESIS
-        expect = 1
+        with ExitStack() as cleanup, self.backend.read() as tx:
+            head_seq, head_hash = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
+            head_seq, head_hash = int(head_seq), bytes(head_hash)
+            low, high = tx.fetchone("SELECT MIN(seq), MAX(seq) FROM plaudit_events")
+            ranges = _split(head_seq, self._verify_workers(head_seq, workers))
+            futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in ranges[1:]]
+            results: list[RangeResult] = []
+            if ranges:
+                lo, hi = ranges[0]
+                results.append(self._verify_local(tx, lo, hi, GENESIS))
+            for (lo, hi), fut in zip(ranges[1:], futures, strict=True):
+                results.append(fut(tx, lo, hi))
+            anchor_hash: bytes | None = None
+            if anchor is not None and 0 < anchor.length <= head_seq:
+                h = tx.scalar("SELECT hash FROM plaudit_events WHERE seq = ?", (anchor.length,))
+                anchor_hash = None if h is None else bytes(h)
         first_bad: int | None = None
         reason: str | None = None
-        anchor_hash: bytes | None = None
-        with self.backend.read() as tx:
-            head_seq, head_hash = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-            head_hash = bytes(head_hash)
-            for seq, body, stored in tx.iterate(sql):
-                if seq != expect:
-                    first_bad = expect
-                    reason = (
-                        f"position {expect} is missing (deleted or renumbered; next is {seq})"
-                        if seq > expect
-                        else f"position {seq} appears out of order"
-                    )
+        checked = 0
+        last = GENESIS
+        if low is not None and int(low) < 1:
+            first_bad, reason = 1, f"a row at position {low} was inserted before the log"
+        else:
+            for (_, hi), (bad, why, tip) in zip(ranges, results, strict=True):
+                if bad is not None:
+                    first_bad, reason, checked = bad, why, bad - 1
+                    if high is None or bad > int(high):
+                        reason = (
+                            f"the log ends at position {checked} but its head says {head_seq}: "
+                            "events were deleted from the end"
+                        )
                     break
-                stored = bytes(stored)
-                if sha(prev + bytes(body)).digest() != stored:
-                    first_bad = seq
-                    reason = (
-                        f"position {seq} does not match the chain: the event was modified, "
-                        "inserted or moved"
-                    )
-                    break
-                if anchor is not None and seq == anchor.length:
-                    anchor_hash = stored
-                prev = stored
-                expect += 1
-        checked = expect - 1
+                checked, last = hi, tip
         if first_bad is None:
-            if checked < head_seq:
-                first_bad, reason = (
-                    checked + 1,
-                    (
-                        f"the log ends at position {checked} but its head says {head_seq}: "
-                        "events were deleted from the end"
-                    ),
-                )
-            elif checked > head_seq or prev != head_hash:
+            if high is not None and int(high) > head_seq:
                 first_bad, reason = (
                     head_seq + 1,
-                    (
-                        f"position {head_seq + 1} onwards was added outside plaudit "
-                        "(the head does not cover it)"
-                        if checked > head_seq
-                        else "the head does not match the last event"
-                    ),
+                    f"position {head_seq + 1} onwards was added outside plaudit "
+                    "(the head does not cover it)",
                 )
+            elif last != head_hash:
+                first_bad, reason = max(head_seq, 1), "the head does not match the last event"
         if first_bad is None and anchor is not None:
             if anchor.length > checked:
                 first_bad, reason = (
                     checked + 1,
-                    (f"the earlier head covers {anchor.length} events but the log has {checked}"),
+                    f"the earlier head covers {anchor.length} events but the log has {checked}",
                 )
             else:
                 expected = GENESIS if anchor.length == 0 else anchor_hash
                 if expected is None or expected.hex() != anchor.hash:
                     first_bad, reason = (
                         max(anchor.length, 1),
-                        (
-                            f"the log no longer extends the head {anchor.digest}: "
-                            "history before it was rewritten"
-                        ),
+                        f"the log no longer extends the head {anchor.digest}: "
+                        "history before it was rewritten",
                     )
         return VerifyReport(
             ok=first_bad is None,
-            length=int(head_seq),
+            length=head_seq,
             checked=checked,
-            head=Head(int(head_seq), head_hash.hex()).digest,
+            head=Head(head_seq, head_hash.hex()).digest,
             first_bad=first_bad,
             reason=reason,
             against=None if anchor is None else anchor.digest,
         )
+
+    def _verify_workers(self, length: int, workers: int | None) -> int:
+        if workers is None:
+            if length < PARALLEL_VERIFY_MIN:
+                return 1
+            workers = min(2, os.cpu_count() or 1)
+        return max(1, min(int(workers), length))
+
+    def _verify_local(self, tx: Tx, lo: int, hi: int, prev: bytes | None) -> RangeResult:
+        if prev is None:
+            h = tx.scalar("SELECT hash FROM plaudit_events WHERE seq = ?", (lo - 1,))
+            if h is None:
+                return lo - 1, f"position {lo - 1} is missing (deleted from the log)", b""
+            prev = bytes(h)
+        sql = range_sql(self.backend.body_sql())
+        return check_rows(tx.chunks(sql, (lo, hi)), lo, hi, prev)
+
+    def _verify_remote(
+        self, lo: int, hi: int, cleanup: ExitStack
+    ) -> Callable[[Tx, int, int], RangeResult]:
+        """Start checking lo..hi elsewhere; the returned callable waits for the result.
+
+        Whatever goes wrong with the worker (not with the log) falls back to checking the
+        range in this process, so a worker can only ever make verify faster, never weaker.
+        """
+        backend = self.backend
+        path = getattr(backend, "path", None)
+        if backend.dialect == "sqlite" and path is not None and str(path) != ":memory:":
+            # A separate process: SQLite reading and hashing then use the other core fully.
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", chain.__file__, str(path), str(lo), str(hi)],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError:
+                return lambda tx, lo, hi: self._verify_local(tx, lo, hi, None)
+            cleanup.callback(_reap, proc)
+
+            def wait(tx: Tx, lo: int, hi: int) -> RangeResult:
+                out, _ = proc.communicate()
+                try:
+                    if proc.returncode != 0:
+                        raise ValueError(proc.returncode)
+                    r = json.loads(out)
+                    return r["first_bad"], r["reason"], bytes.fromhex(r["last"])
+                except (ValueError, KeyError, TypeError):
+                    # The worker failed (not the log): check the range here instead.
+                    return self._verify_local(tx, lo, hi, None)
+
+            return wait
+        # PostgreSQL does the body rebuilding server-side: a second connection in a thread.
+        pool = ThreadPoolExecutor(1)
+
+        def work() -> RangeResult:
+            with backend.read_elsewhere() as tx:
+                return self._verify_local(tx, lo, hi, None)
+
+        future = pool.submit(work)
+        pool.shutdown(wait=False)
+
+        def result(tx: Tx, lo: int, hi: int) -> RangeResult:
+            try:
+                return future.result()
+            except Exception:  # the second connection failed: do the range here
+                return self._verify_local(tx, lo, hi, None)
+
+        return result
 
     # -- projections --------------------------------------------------------------------
     def rebuild(self, names: Sequence[str] | None = None) -> dict[str, int]:

@@ -27,8 +27,11 @@ class PostgresTx(Tx):
     dialect = "postgres"
 
     def __init__(self, conn: Any) -> None:
+        import psycopg.errors
+
         self.conn = conn
         self.cur = conn.cursor()
+        self.unique_violation = (psycopg.errors.UniqueViolation,)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
@@ -48,6 +51,17 @@ class PostgresTx(Tx):
             cur.itersize = size
             cur.execute(_translate(sql), params or None)
             yield from cur
+
+    def chunks(
+        self, sql: str, params: Sequence[Any] = (), *, size: int = 4096
+    ) -> Iterator[list[tuple[Any, ...]]]:
+        with self.conn.cursor(name=f"plaudit_chunks_{id(self)}") as cur:
+            cur.execute(_translate(sql), params or None)
+            while True:
+                rows = cur.fetchmany(size)
+                if not rows:
+                    return
+                yield rows
 
     def table_exists(self, name: str) -> bool:
         return self.scalar("SELECT to_regclass(?) IS NOT NULL", (name,)) is True
@@ -71,6 +85,7 @@ class PostgresBackend(Backend):
 
     def _connect(self) -> Any:
         import psycopg
+        import psycopg.errors
 
         try:
             conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
@@ -78,7 +93,10 @@ class PostgresBackend(Backend):
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackendUnavailableError(f"cannot connect to PostgreSQL: {msg}") from None
         if self.schema:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            # Concurrent first connections race on CREATE SCHEMA IF NOT EXISTS (PostgreSQL
+            # checks, then inserts); the loser's error just means the schema now exists.
+            with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
             conn.execute(f'SET search_path TO "{self.schema}"')
         # Transactions are explicit (BEGIN/COMMIT below), never psycopg's implicit ones.
         return conn
@@ -109,6 +127,11 @@ class PostgresBackend(Backend):
         if getattr(self._local, "in_write", False):  # nested inside a write: reuse its view
             yield PostgresTx(conn)
             return
+        with self._read_on(conn) as tx:
+            yield tx
+
+    @contextmanager
+    def _read_on(self, conn: Any) -> Iterator[PostgresTx]:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         try:
             yield PostgresTx(conn)

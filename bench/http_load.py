@@ -1,0 +1,296 @@
+"""Load benchmark: select + observe against a real `plaudit serve`, open loop, on loopback.
+
+Requests fire on a fixed clock (200/s by default) whatever the server's replies do, alternating
+`POST /v1/bandit/select` and `POST /v1/bandit/observe` (each observe reports the oldest run that
+was selected and not yet observed). Latency is measured from the moment a request was
+*scheduled*, so a server that falls behind cannot hide it (no coordinated omission); the time
+from the actual send is reported too.
+
+    python bench/http_load.py                      # SQLite, then PostgreSQL
+    python bench/http_load.py --backend sqlite --runs 3 --duration 60
+
+The PostgreSQL run uses the schema `bench_http` and drops it afterwards. Run time is bounded:
+`duration` plus at most `--drain` seconds for replies still in flight (then they count as errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+PG_DEFAULT = "postgresql://127.0.0.1:5432/test?schema=bench_http"
+
+ARMS: list[dict[str, Any]] = [
+    *(
+        {"id": f"tool:exec:{n}", "tokens": 300 + 40 * i}
+        for i, n in enumerate(
+            [
+                "Bash",
+                "Read",
+                "Write",
+                "Edit",
+                "Grep",
+                "Glob",
+                "WebSearch",
+                "WebFetch",
+                "Task",
+                "Todo",
+            ]
+        )
+    ),
+    *({"id": f"skill:dev:skill{i}", "tokens": 800 + 50 * i} for i in range(8)),
+    *(
+        {
+            "id": f"memory:notes:m{i}",
+            "tokens": 120 + 10 * i,
+            "content": f"remember that service {i} deploys through the blue-green pipeline",
+        }
+        for i in range(8)
+    ),
+    *({"id": f"section:prompt:s{i}", "tokens": 600 + 25 * i} for i in range(6)),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+class Serve:
+    """`plaudit serve` in a child process, stopped (and its output kept) on exit."""
+
+    def __init__(self, db: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
+        code = "import sys; from plaudit.cli import main; sys.exit(main())"
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "serve",
+                "--db",
+                db,
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"plaudit serve exited:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise SystemExit("plaudit serve did not start within 30 s")
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+async def drive(url: str, rate: float, duration: float, drain: float) -> dict[str, Any]:
+    interval = 1.0 / rate
+    total = int(rate * duration)
+    selected: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+    lat_sched: dict[str, list[float]] = {"select": [], "observe": []}
+    lat_send: dict[str, list[float]] = {"select": [], "observe": []}
+    errors: collections.Counter[str] = collections.Counter()
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=10) as client:
+        r = await client.post("/v1/bandit/arms", json={"arms": ARMS})
+        r.raise_for_status()
+
+        async def one(i: int, scheduled: float) -> None:
+            kind = "select"
+            if i % 2 and selected:
+                kind = "observe"
+                run_id, sel = selected.popleft()
+                included = sel.get("included", [])
+                tools = [a.split(":", 2)[2] for a in included if a.startswith("tool:")][:3]
+                body: dict[str, Any] = {
+                    "run_id": run_id,
+                    "output_text": "used " + " and ".join(tools or ["nothing"]),
+                    "tool_calls": [{"name": t} for t in tools],
+                    "usage_tokens": int(sel.get("used_tokens", 0)) + 900,
+                }
+            else:
+                body = {
+                    "token_budget": 6000,
+                    "context": f"repo-{i % 4}",
+                    "seed": i,
+                    "session_id": f"load-{i // 200}",
+                }
+            sent = time.perf_counter()
+            try:
+                resp = await client.post(f"/v1/bandit/{kind}", json=body)
+            except httpx.HTTPError as exc:
+                errors[f"{kind}: {type(exc).__name__}"] += 1
+                return
+            done = time.perf_counter()
+            if resp.status_code != 200:
+                errors[f"{kind}: HTTP {resp.status_code}"] += 1
+                return
+            lat_sched[kind].append((done - scheduled) * 1000)
+            lat_send[kind].append((done - sent) * 1000)
+            if kind == "select":
+                data = resp.json()
+                selected.append((data["run_id"], data))
+
+        tasks: set[asyncio.Task[None]] = set()
+        start = time.perf_counter() + 0.05
+        for i in range(total):
+            scheduled = start + i * interval
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            t = asyncio.create_task(one(i, scheduled))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        elapsed = time.perf_counter() - start
+        if tasks:
+            _, pending = await asyncio.wait(set(tasks), timeout=drain)
+            for t in pending:
+                t.cancel()
+            errors["unanswered after drain"] += len(pending)
+    every = lat_sched["select"] + lat_sched["observe"]
+    sent_all = lat_send["select"] + lat_send["observe"]
+    return {
+        "requests": total,
+        "ok": len(every),
+        "errors": sum(errors.values()),
+        "error_kinds": dict(errors),
+        "achieved_rate": round(total / elapsed, 1),
+        "p50_ms": round(pct(every, 50), 2),
+        "p99_ms": round(pct(every, 99), 2),
+        "max_ms": round(max(every, default=float("nan")), 2),
+        "p50_send_ms": round(pct(sent_all, 50), 2),
+        "p99_send_ms": round(pct(sent_all, 99), 2),
+        "select_p99_ms": round(pct(lat_sched["select"], 99), 2),
+        "observe_p99_ms": round(pct(lat_sched["observe"], 99), 2),
+    }
+
+
+def drop_pg_schema(dsn: str) -> None:
+    import psycopg
+
+    from plaudit.config import split_schema
+
+    base, schema = split_schema(dsn)
+    if schema:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    tmp = None
+    if backend == "sqlite":
+        tmp = tempfile.TemporaryDirectory()
+        db = db or os.path.join(tmp.name, "bench.db")
+    else:
+        db = db or PG_DEFAULT
+        drop_pg_schema(db)
+    srv = Serve(db)
+    try:
+        result = asyncio.run(drive(srv.url, args.rate, args.duration, args.drain))
+    finally:
+        srv.stop()
+        if backend == "postgres":
+            drop_pg_schema(db)
+        if tmp is not None:
+            tmp.cleanup()
+    return {"backend": backend, **result}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument(
+        "--db", help="SQLite path or postgresql:// DSN (default: temp file / bench_http)"
+    )
+    ap.add_argument("--rate", type=float, default=200.0, help="requests per second")
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
+    ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
+    ap.add_argument("--runs", type=int, default=1, help="runs per backend; medians are reported")
+    ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
+    args = ap.parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    summary = []
+    for backend in backends:
+        runs = []
+        for n in range(args.runs):
+            r = one_run(backend, args.db, args)
+            runs.append(r)
+            print(f"{backend} run {n + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in ("p50_ms", "p99_ms", "max_ms", "p50_send_ms", "p99_send_ms", "achieved_rate")
+        }
+        summary.append(
+            {
+                "backend": backend,
+                "runs": len(runs),
+                "errors": sum(r["errors"] for r in runs),
+                "requests": sum(r["requests"] for r in runs),
+                **med,
+            }
+        )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(
+        "| backend | runs | requests | errors | rate (req/s) | p50 ms | p99 ms | max ms "
+        "| p99 from send ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in summary:
+        print(
+            f"| {s['backend']} | {s['runs']} | {s['requests']} | {s['errors']} "
+            f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
+            f"| {s['p99_send_ms']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

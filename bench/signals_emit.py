@@ -1,0 +1,75 @@
+"""Benchmark: wall time of one `plaudit signal emit decision ...` call (a shell hook's cost).
+
+    python bench/signals_emit.py --reference PATH/TO/router_signal_emit.py
+
+The reference emitter is `tools/router_signal_emit.py` in https://github.com/nikivdev/seq
+(fetch it yourself; nothing here downloads it). Every call is a new process, as from a hook;
+all write under one temp dir. Reports the median and p90 of --runs calls per variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _signals_common import median, p90, plaudit_command, run_measured
+
+
+def decision_args(i: int) -> list[str]:
+    return [
+        "decision",
+        "--decision-id", f"bench-{i}",
+        "--chosen-task", "ai:flow/dev-check",
+        "--confidence", "0.74",
+        "--user-intent", "sample-intent",
+        "--context-json", '{"changed_files": 3, "ci_status": "failing"}',
+        "--session-id", "bench",
+    ]  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--reference", help="path to router_signal_emit.py")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="plaudit-bench-emit-"))
+    cli = plaudit_command()
+    variants = {
+        "plaudit (log + seq_mem)": lambda i: [
+            *cli, "--db", str(work / "p.db"), "signal", "emit", "--seq-mem",
+            str(work / "p.jsonl"), *decision_args(i),
+        ],
+        "plaudit --no-log (seq_mem only)": lambda i: [
+            *cli, "signal", "emit", "--no-log", "--seq-mem", str(work / "n.jsonl"),
+            *decision_args(i),
+        ],
+    }  # fmt: skip
+    if args.reference:
+        variants["reference"] = lambda i: [
+            sys.executable, args.reference, "--seq-mem", str(work / "r.jsonl"), *decision_args(i),
+        ]  # fmt: skip
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for name, make in variants.items():  # warm the page cache once
+        run_measured(make(-1 - len(times[name])))
+    for i in range(args.runs):
+        for name, make in variants.items():  # interleaved
+            wall, _, rc = run_measured(make(i))
+            if rc != 0:
+                print(f"{name} failed with exit status {rc}", file=sys.stderr)
+                return 1
+            times[name].append(wall * 1000)
+    print(f"\none `emit decision` call, {args.runs} runs each\n")
+    print("| emitter | median (ms) | p90 (ms) |")
+    print("|---|---:|---:|")
+    for name, t in times.items():
+        print(f"| {name} | {median(t):.1f} | {p90(t):.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

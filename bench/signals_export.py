@@ -1,0 +1,101 @@
+"""Benchmark: `plaudit signal export` against the reference exporter on the same seq_mem file.
+
+    python bench/signals_export.py --reference PATH/TO/router_signal_export.py
+
+The reference exporter is `tools/router_signal_export.py` in https://github.com/nikivdev/seq
+(fetch it yourself; nothing here downloads it). Without --reference only plaudit is measured.
+Both run as child processes on one generated file; each figure is the median of --runs runs,
+peak memory is each child's own ru_maxrss. The two summaries' counts are compared as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _signals_common import median, plaudit_command, run_measured
+from plaudit.signals import synth
+
+REFERENCE_COUNTS = (
+    "decisions",
+    "outcomes",
+    "joined_rows",
+    "missing_outcome",
+    "duplicate_decision_ids",
+    "duplicate_outcome_ids",
+    "dropped_duplicate_rows",
+    "overrides",
+    "train_rows",
+    "val_rows",
+    "test_rows",
+    "parse_errors",
+)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--decisions", type=int, default=200_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--reference", help="path to router_signal_export.py")
+    ap.add_argument("--workdir", help="where to put the input and outputs (default: a temp dir)")
+    ap.add_argument("--max-age-hours", type=int, default=100_000)
+    args = ap.parse_args()
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="plaudit-bench-signals-"))
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"seq_mem_{args.decisions}.jsonl"
+    if not src.exists():
+        t = time.perf_counter()
+        with open(src, "w") as f:
+            lines = synth.write(f, args.decisions, seed=1)
+        print(f"generated {src.name}: {lines} lines in {time.perf_counter() - t:.1f}s")
+    size_mb = src.stat().st_size / 1e6
+    age = ["--max-age-hours", str(args.max_age_hours)]
+    commands = {
+        "plaudit": [
+            *plaudit_command(), "signal", "export", "--seq-mem", str(src),
+            "--output-dir", str(work / "out_plaudit"), *age,
+        ],
+    }  # fmt: skip
+    if args.reference:
+        commands["reference"] = [
+            sys.executable, args.reference, "--seq-mem", str(src),
+            "--output-dir", str(work / "out_reference"), *age,
+        ]  # fmt: skip
+    results: dict[str, dict[str, list[float]]] = {k: {"wall": [], "rss": []} for k in commands}
+    for _ in range(args.runs):
+        for name, cmd in commands.items():  # interleaved, so load changes hit both alike
+            wall, rss, rc = run_measured(cmd)
+            if rc != 0:
+                print(f"{name} failed with exit status {rc}", file=sys.stderr)
+                return 1
+            results[name]["wall"].append(wall)
+            results[name]["rss"].append(rss / 1024)
+
+    print(f"\ninput: {args.decisions} decisions, {size_mb:.0f} MB; median of {args.runs} runs\n")
+    print("| exporter | wall time (s) | peak RSS (MiB) |")
+    print("|---|---:|---:|")
+    for name, r in results.items():
+        print(f"| {name} | {median(r['wall']):.2f} | {median(r['rss']):.0f} |")
+    if "reference" in results:
+        p, ref = results["plaudit"], results["reference"]
+        speed = median(ref["wall"]) / median(p["wall"])
+        mem = median(p["rss"]) / median(ref["rss"])
+        print(f"\nspeed-up: {speed:.1f}x; plaudit's peak memory: {mem:.2f} of the reference's")
+        ours = json.loads((work / "out_plaudit" / "summary.json").read_text())
+        theirs = json.loads((work / "out_reference" / "summary.json").read_text())
+        same = all(ours["counts"][k] == theirs["counts"][k] for k in REFERENCE_COUNTS)
+        same = same and ours["distributions"] == theirs["distributions"]
+        same = same and all(ours["quality"][k] == v for k, v in theirs["quality"].items())
+        print(f"counts, quality and distributions identical: {same}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""`plaudit arms|select|observe|posteriors|savings`: the context bandit from the shell."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+
+from plaudit.cli._common import db_option, echo_json, json_option, open_store
+from plaudit.errors import ValidationError
+
+MAX_FILE_BYTES = 64 << 20
+
+
+def _read_text(path: str, what: str) -> str:
+    if path == "-":
+        data = sys.stdin.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ValidationError(what, f"stdin holds more than {MAX_FILE_BYTES} characters")
+        return data
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_FILE_BYTES:
+            raise ValidationError(what, f"{path} is larger than {MAX_FILE_BYTES} bytes")
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError(what, f"{path} is not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ValidationError(what, f"cannot read {path}: {exc.strerror}") from None
+
+
+def _read_json(path: str, what: str) -> Any:
+    """JSON (one document) or JSON lines; errors name the file and line."""
+    text = _read_text(path, what)
+    stripped = text.strip()
+    if not stripped:
+        raise ValidationError(what, f"{path} is empty")
+    try:
+        return msgspec.json.decode(stripped)
+    except msgspec.DecodeError:
+        pass
+    items = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            items.append(msgspec.json.decode(line))
+        except msgspec.DecodeError as exc:
+            raise ValidationError(what, f"malformed JSON: {exc}", where=f"{path}:{n}") from None
+    return items
+
+
+def _load_arms(path: str) -> list[Any]:
+    data = _read_json(path, "arms")
+    if isinstance(data, dict) and "arms" in data:
+        data = data["arms"]
+    if not isinstance(data, list):
+        raise ValidationError("arms", f'{path} must hold a list of arms (or {{"arms": [...]}})')
+    return data
+
+
+def _fmt(x: float | None, spec: str = ".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+@click.group()
+def arms() -> None:
+    """The bandit's arm inventory: list, show, register, configure."""
+
+
+@arms.command("list")
+@db_option
+@click.option("--context", default=None, help="Show posteriors for this context.")
+@json_option
+def arms_list(db: str | None, context: str | None, as_json: bool) -> None:
+    """Registered arms with their posterior mean, pulls and confidence."""
+    with open_store(db) as p:
+        stats = p.bandit.posteriors(context)
+    if as_json:
+        echo_json({"arms": stats})
+        return
+    if not stats:
+        click.echo("no arms registered")
+        return
+    click.echo(f"{'arm':48} {'tokens':>7} {'mean':>6} {'pulls':>6}  confidence")
+    for s in stats:
+        flag = " (protected)" if s.protected else ""
+        click.echo(
+            f"{s.id[:48]:48} {s.tokens or 0:>7} {s.mean:>6.3f} {s.pulls:>6}  {s.confidence}{flag}"
+        )
+
+
+@arms.command("show")
+@db_option
+@click.argument("arm_id")
+@json_option
+def arms_show(db: str | None, arm_id: str, as_json: bool) -> None:
+    """One arm: registration, global posterior and each context's posterior."""
+    with open_store(db) as p:
+        info = p.bandit.arm(arm_id)
+    if as_json:
+        echo_json(info)
+        return
+    a = info["arm"]
+    click.echo(f"{a['id']}  tokens={a['tokens']}  kind={a.get('kind')}")
+    for label, s in [("global", info["global"]), *info["contexts"].items()]:
+        click.echo(
+            f"  {label:20} mean={s['mean']:.3f}  95% [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+            f"  alpha={s['alpha']:.2f} beta={s['beta']:.2f}  pulls={s['pulls']}"
+            f" ({s['confidence']})"
+        )
+
+
+@arms.command("register")
+@db_option
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+def arms_register(db: str | None, file: str, as_json: bool) -> None:
+    """Register or update arms from a JSON file ([{"id", "tokens", "content"?, "kind"?}])."""
+    data = _load_arms(file)
+    with open_store(db) as p:
+        registered = p.bandit.register(data)
+    if as_json:
+        echo_json({"registered": len(registered)})
+    else:
+        click.echo(f"registered {len(registered)} arms")
+
+
+@arms.command("config")
+@db_option
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=JSON",
+    help="Change a setting, e.g. --set threshold=0.1 --set protected='[\"tool:*:WebSearch\"]'.",
+)
+@json_option
+def arms_config(db: str | None, settings: tuple[str, ...], as_json: bool) -> None:
+    """Show the bandit's settings, or change them (recorded in the log)."""
+    changes: dict[str, Any] = {}
+    for item in settings:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValidationError("--set", f"{item!r} is not KEY=VALUE")
+        try:
+            changes[key] = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            changes[key] = raw  # a bare word such as passive or auto
+    with open_store(db) as p:
+        cfg = p.bandit.configure(changes) if changes else p.bandit.config
+    if as_json:
+        echo_json(cfg)
+    else:
+        for k, v in cfg.to_dict().items():
+            click.echo(f"{k:22} {msgspec.json.encode(v).decode()}")
+
+
+@click.command()
+@db_option
+@click.option("--arms", "arms_file", default=None, help="JSON file of arms (default: registered).")
+@click.option("--budget", type=click.IntRange(0, 100_000_000), default=8000, show_default=True)
+@click.option("--context", default=None, help="Context label, e.g. a task type.")
+@click.option("--seed", type=click.IntRange(0, 2**53 - 1), default=None, help="Reproducible.")
+@click.option("--session", "session_id", default="default", show_default=True)
+@json_option
+def select(
+    db: str | None,
+    arms_file: str | None,
+    budget: int,
+    context: str | None,
+    seed: int | None,
+    session_id: str,
+    as_json: bool,
+) -> None:
+    """Choose the arms for one run and record it; prints the run id to observe later."""
+    data = _load_arms(arms_file) if arms_file else None
+    with open_store(db) as p:
+        sel = p.bandit.select(
+            data, token_budget=budget, context=context, seed=seed, session_id=session_id
+        )
+    if as_json:
+        echo_json(sel)
+        return
+    kind = "baseline" if sel.is_baseline else sel.phase
+    click.echo(f"run {sel.run_id} ({kind}, {sel.used_tokens}/{sel.budget} tokens)")
+    for a in sel.included:
+        click.echo(f"  + {a}")
+    for a in sel.excluded:
+        click.echo(f"  - {a}")
+
+
+@click.command()
+@db_option
+@click.option("--run-id", required=True, help="The run id printed by `plaudit select`.")
+@click.option(
+    "--output", "output_file", required=True, help="File with the model's output text ('-': stdin)."
+)
+@click.option("--tool-calls", "calls_file", default=None, help='JSON list of {"name": ...}.')
+@click.option("--tokens", type=click.IntRange(0, 2**53 - 1), default=None, help="Usage tokens.")
+@click.option("--duration-ms", type=click.FloatRange(0, 1e15), default=None)
+@click.option("--error", default=None, help="Mark the run as failed with this message.")
+@json_option
+def observe(
+    db: str | None,
+    run_id: str,
+    output_file: str,
+    calls_file: str | None,
+    tokens: int | None,
+    duration_ms: float | None,
+    error: str | None,
+    as_json: bool,
+) -> None:
+    """Reward each included arm by whether the output referenced it."""
+    text = _read_text(output_file, "output")
+    calls: Any = []
+    if calls_file:
+        calls = _read_json(calls_file, "tool_calls")
+        if isinstance(calls, dict):
+            calls = [calls]
+    with open_store(db) as p:
+        obs = p.bandit.observe(run_id, text, calls, tokens, duration_ms, error)
+    if as_json:
+        echo_json(obs)
+        return
+    state = "already recorded" if obs.status == "present" else "recorded"
+    learned = "posteriors updated" if obs.updated else "posteriors not updated"
+    click.echo(f"{state}: {len(obs.referenced)}/{len(obs.rewards)} referenced, {learned}")
+    for arm_id, r in obs.rewards.items():
+        click.echo(f"  {'+' if r else '-'} {arm_id}")
+
+
+@click.command()
+@db_option
+@click.option("--context", default=None)
+@click.option("--level", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95)
+@json_option
+def posteriors(db: str | None, context: str | None, level: float, as_json: bool) -> None:
+    """Every arm's Beta posterior with a credible interval at --level."""
+    with open_store(db) as p:
+        stats = p.bandit.posteriors(context, level=level)
+    if as_json:
+        echo_json({"context": context, "level": level, "arms": stats})
+        return
+    pct = f"{level * 100:g}%"
+    click.echo(f"{'arm':44} {'alpha':>7} {'beta':>7} {'mean':>6} {pct + ' interval':>18} pulls")
+    for s in stats:
+        click.echo(
+            f"{s.id[:44]:44} {s.alpha:>7.2f} {s.beta:>7.2f} {s.mean:>6.3f} "
+            f"[{s.ci_low:.3f}, {s.ci_high:.3f}]  {s.pulls:>5} {s.confidence}"
+        )
+
+
+@click.command()
+@db_option
+@click.option("--context", default=None)
+@json_option
+def savings(db: str | None, context: str | None, as_json: bool) -> None:
+    """Token savings of selected runs against baseline runs, with a 95% interval."""
+    with open_store(db) as p:
+        s = p.bandit.savings(context)
+    if as_json:
+        echo_json(s)
+        return
+    ci = (
+        f" (95% CI {_fmt(s['ci_low'], '.1f')}% .. {_fmt(s['ci_high'], '.1f')}%)"
+        if s["ci_low"] is not None
+        else ""
+    )
+    click.echo(f"token savings: {_fmt(s['token_savings_percent'], '.1f')}%{ci}")
+    click.echo(
+        f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected; avg tokens "
+        f"{_fmt(s['baseline_avg_tokens'], '.0f')} vs {_fmt(s['selected_avg_tokens'], '.0f')}"
+    )
+    click.echo(
+        f"duration ms: {_fmt(s['baseline_avg_duration_ms'], '.0f')} vs "
+        f"{_fmt(s['selected_avg_duration_ms'], '.0f')}; error rate: "
+        f"{_fmt(s['baseline_error_rate'])} vs {_fmt(s['selected_error_rate'])}"
+    )

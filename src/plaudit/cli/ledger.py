@@ -1,0 +1,500 @@
+"""`plaudit ledger ...`: the reward ledger from the shell, a thin layer over `plaudit.ledger`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date
+from typing import Any
+
+import click
+import msgspec
+
+from plaudit.cli._common import db_option, echo_json, json_option, open_store
+from plaudit.errors import ValidationError
+
+
+def _config() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        if isinstance(ctx.obj, dict) and ctx.obj.get("ledger_config"):
+            return ctx.obj["ledger_config"]
+        ctx = ctx.parent
+    return None
+
+
+@contextmanager
+def open_ledger(db: str | None) -> Iterator[Any]:
+    from plaudit.ledger import Ledger
+
+    with open_store(db) as p:
+        yield Ledger(p, _config())
+
+
+@click.group()
+@click.option(
+    "--config",
+    "config",
+    default=None,
+    metavar="FILE",
+    envvar="PLAUDIT_LEDGER_CONFIG",
+    help="Ledger config (TOML or JSON) merged over the defaults.",
+)
+@click.pass_context
+def ledger(ctx: click.Context, config: str | None) -> None:
+    """The reward ledger: an honest, tamper-evident score of agent behaviour."""
+    ctx.ensure_object(dict)
+    ctx.obj["ledger_config"] = config
+
+
+def _tx_line(t: Any) -> str:
+    src = t.source or "-"
+    mark = "✓" if t.verified else "?"
+    return (
+        f"{t.timestamp}  {t.points:+6d}  {t.running_total:>8}  {mark} {t.category:<26} "
+        f"{src:<22} {t.action}"
+    )
+
+
+@ledger.command()
+@db_option
+@click.option("--category", "-c", required=True, help="A configured category.")
+@click.option("--action", "-a", required=True, help="What the agent did.")
+@click.option("--points", type=int, default=None, help="Default: the category's points.")
+@click.option("--source", default=None, metavar="KIND:ID", help="e.g. mistake:m-12")
+@click.option("--session", default=None, help="Default: the open session, if any.")
+@click.option("--key", default=None, help="Idempotency key: a retry with it records once.")
+@json_option
+def record(
+    db: str | None,
+    category: str,
+    action: str,
+    points: int | None,
+    source: str | None,
+    session: str | None,
+    key: str | None,
+    as_json: bool,
+) -> None:
+    """Record one reward or penalty (validated, cross-referenced, checksummed)."""
+    with open_ledger(db) as lg:
+        t = lg.record(category, action, points=points, source=source, session=session, key=key)
+    if as_json:
+        echo_json(t)
+    else:
+        click.echo(f"{t.status} {t.id}: {t.points:+d} {t.category}, total {t.running_total}")
+
+
+@ledger.command("record-batch")
+@db_option
+@click.argument("file", type=click.File("rb"), default="-")
+@json_option
+def record_batch(db: str | None, file: Any, as_json: bool) -> None:
+    """Record transactions from JSON lines (or one JSON array), all or none.
+
+    Each item has category and action, optionally points, source, session, key."""
+    raw = file.read()
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise ValidationError("input", f"is not UTF-8: {exc.reason}") from None
+    items: list[Any] = []
+    if text.lstrip().startswith("["):
+        try:
+            items = msgspec.json.decode(text)
+        except msgspec.DecodeError as exc:
+            raise ValidationError("input", f"malformed JSON: {exc}") from None
+    else:
+        for no, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    items.append(msgspec.json.decode(line))
+                except msgspec.DecodeError as exc:
+                    raise ValidationError(f"line {no}", f"malformed JSON: {exc}") from None
+    with open_ledger(db) as lg:
+        txs = lg.record_batch(items)
+    if as_json:
+        echo_json({"recorded": len(txs), "transactions": txs})
+    else:
+        total = txs[-1].running_total if txs else None
+        click.echo(f"recorded {len(txs)} transactions; total {total}")
+
+
+@ledger.command()
+@db_option
+@json_option
+def score(db: str | None, as_json: bool) -> None:
+    """Current, session and lifetime score."""
+    with open_ledger(db) as lg:
+        s = lg.score()
+    if as_json:
+        echo_json(s)
+        return
+    click.echo(f"total score     {s['total_score']:+d}")
+    sess = s["session_id"] or "-"
+    click.echo(f"session score   {s['session_score']:+d}  (session {sess})")
+    click.echo(f"lifetime score  {s['lifetime_score']:+d}")
+    click.echo(f"rewards         {s['rewards_total']:+d}")
+    click.echo(f"penalties       {s['penalties_total']:+d}")
+    click.echo(f"efficiency      {s['learning_efficiency']}%")
+    if s["halted"]:
+        state = f"HALTED: {s['halt_reason']}"
+    else:
+        state = "verified" if s["verified"] else "checksum mismatch"
+    click.echo(f"transactions    {s['transactions']}  ({state})")
+
+
+@ledger.command()
+@db_option
+@json_option
+def breakdown(db: str | None, as_json: bool) -> None:
+    """Points by category: total, current session, lifetime."""
+    with open_ledger(db) as lg:
+        b = lg.breakdown()
+    if as_json:
+        echo_json(b)
+        return
+    click.echo(f"{'category':<28} {'type':<8} {'total':>8} {'session':>8} {'count':>6}")
+    for c in b["categories"]:
+        click.echo(
+            f"{c['category']:<28} {c['type']:<8} {c['total']:>+8d} {c['session']:>+8d} "
+            f"{c['count']:>6}"
+        )
+
+
+@ledger.command()
+@db_option
+@json_option
+def metrics(db: str | None, as_json: bool) -> None:
+    """Actions, success rate, learning efficiency, autonomy level."""
+    with open_ledger(db) as lg:
+        m = lg.metrics()
+    if as_json:
+        echo_json(m)
+    else:
+        for k, v in m.items():
+            click.echo(f"{k:<22} {v}")
+
+
+@ledger.command()
+@db_option
+@click.option("--limit", "-n", type=click.IntRange(0, 10_000), default=10, show_default=True)
+@click.option("--category", "-c", default=None)
+@click.option("--session", default=None)
+@json_option
+def transactions(
+    db: str | None, limit: int, category: str | None, session: str | None, as_json: bool
+) -> None:
+    """Transactions, newest first."""
+    with open_ledger(db) as lg:
+        txs = lg.transactions(limit, category=category, session=session)
+    if as_json:
+        echo_json({"transactions": txs})
+    else:
+        for t in txs:
+            click.echo(_tx_line(t))
+
+
+@ledger.command()
+@db_option
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Recalculate from the first transaction, not the newest checkpoint.",
+)
+@json_option
+def verify(db: str | None, full: bool, as_json: bool) -> None:
+    """Recalculate the totals from the log and verify the log's hash chain."""
+    with open_ledger(db) as lg:
+        r = lg.verify(full=full)
+    if as_json:
+        echo_json(r)
+    else:
+        c = r["checksum_validation"]
+        click.echo(
+            f"checksum: calculated {c['calculated_total']}, stored {c['stored_total']}: "
+            f"{'valid' if c['is_valid'] else 'MISMATCH'}"
+        )
+        for reason in c["reasons"]:
+            click.echo(f"  {reason}")
+        log = r["log"]
+        click.echo(f"log: {'ok' if log['ok'] else 'BROKEN'} ({log['checked']}/{log['length']})")
+        if log["reason"]:
+            click.echo(f"  {log['reason']}")
+        d = r["first_discrepancy"] or {}
+        for side in ("log", "projection"):
+            if d.get(side):
+                x = d[side]
+                click.echo(
+                    f"first discrepancy ({side}): position {x['seq']} {x['id']}: {x['reason']}"
+                )
+    if not r["ok"]:
+        raise click.exceptions.Exit(5)
+
+
+@ledger.command()
+@db_option
+@click.option(
+    "--export-dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Write the audit export (a backup of the log) here.",
+)
+@json_option
+def audit(db: str | None, export_dir: str | None, as_json: bool) -> None:
+    """Freeze, export, recalculate, find the first discrepancy, correct, resume."""
+    with open_ledger(db) as lg:
+        r = lg.audit(export_dir)
+    if as_json:
+        echo_json(r)
+        return
+    s = r["steps"]
+    click.echo(f"audit {r['audit']}")
+    click.echo(f"  1 freeze      was halted: {s['freeze']['was_halted']}")
+    click.echo(f"  2 export      {s['export']['file'] or 'head ' + s['export']['head']}")
+    rc = s["recalculate"]
+    click.echo(
+        f"  3 recalculate log sum {rc['calculated_total']}, stored {rc['stored_total']}, "
+        f"acknowledged {rc['acknowledged_total']}, log {'ok' if rc['log_ok'] else 'BROKEN'}"
+    )
+    idf = s["identify"]
+    first = idf.get("projection") or idf.get("log") or idf.get("log_first_bad")
+    click.echo(f"  4 identify    {first or 'no discrepancy'}")
+    click.echo(
+        f"  5 correct     correction {s['correct']['correction']:+d}"
+        f"{', projection rebuilt' if s['recover']['projection_rebuilt'] else ''}"
+    )
+    click.echo(f"  6 resume      total {r['total_score']}")
+
+
+@ledger.command()
+@db_option
+@click.option(
+    "--recover",
+    "do_recover",
+    is_flag=True,
+    help="Also write recovery transactions for what the ledger is missing.",
+)
+@json_option
+def reconcile(db: str | None, do_recover: bool, as_json: bool) -> None:
+    """Compare ledger sums per source record with what the records declare."""
+    with open_ledger(db) as lg:
+        r = lg.reconcile()
+        if do_recover:
+            r["recovery"] = lg.recover_missing()
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo("reconciled: " + ("ok" if r["ok"] else f"{len(r['mismatches'])} mismatches"))
+        for kind, agg in sorted(r["by_kind"].items()):
+            click.echo(
+                f"  {kind:<10} {agg['records']:>5} records, declared {agg['declared']:+d}, "
+                f"ledger {agg['ledger']:+d}, {agg['mismatched']} mismatched"
+            )
+        for m in r["mismatches"][:20]:
+            click.echo(
+                f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
+                f"ledger {m['ledger']}"
+            )
+        if do_recover:
+            click.echo(f"recovered {r['recovery']['recovered']} transactions")
+
+
+@ledger.command()
+@db_option
+@json_option
+def recover(db: str | None, as_json: bool) -> None:
+    """After a checksum mismatch: replay from the last valid checkpoint."""
+    with open_ledger(db) as lg:
+        r = lg.recover()
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(
+            f"replayed {r['replayed_transactions']} transactions from checkpoint "
+            f"{r['checkpoint_seq']}: total {r['replayed_total']}"
+            f"{', projection rebuilt' if r['projection_rebuilt'] else ''}"
+        )
+
+
+@ledger.command()
+@db_option
+@json_option
+def checkpoint(db: str | None, as_json: bool) -> None:
+    """Write a hashed checkpoint (totals and log head) now."""
+    with open_ledger(db) as lg:
+        r = lg.checkpoint()
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(f"checkpoint written; total {r['checksum'].calculated_total}")
+
+
+@ledger.command()
+@db_option
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+def backup(db: str | None, file: str, as_json: bool) -> None:
+    """Write every log event with its hash to FILE (JSON lines), atomically."""
+    with open_ledger(db) as lg:
+        r = lg.backup(file)
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(f"{file}: {r['events']} events, head {r['head']}")
+
+
+@ledger.command()
+@db_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@json_option
+def restore(db: str | None, file: str, as_json: bool) -> None:
+    """Restore a backup into an empty store (or one holding a prefix of it)."""
+    with open_ledger(db) as lg:
+        r = lg.restore(file)
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(f"restored {r['restored']} of {r['events']} events; head {r['head']}")
+
+
+@ledger.command("import-sources")
+@db_option
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@json_option
+def import_sources(db: str | None, directory: str, as_json: bool) -> None:
+    """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json."""
+    with open_ledger(db) as lg:
+        r = lg.import_sources(directory)
+    if as_json:
+        echo_json(r)
+    else:
+        for f, n in sorted(r.files.items()):
+            click.echo(f"{f}: {n} records")
+        if r.missing:
+            click.echo(f"not found: {', '.join(r.missing)}")
+        click.echo(f"{r.appended} new or changed, {r.unchanged} unchanged")
+
+
+@ledger.command("import-progress")
+@db_option
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@json_option
+def import_progress_cmd(db: str | None, file: str, as_json: bool) -> None:
+    """Import a progress.json; an opening balance covers what its log does not."""
+    with open_ledger(db) as lg:
+        r = lg.import_progress(file)
+    if as_json:
+        echo_json(r)
+        return
+    click.echo(f"{file}: {r['imported']} imported, {r['already_present']} already present")
+    for o in r["opening_balance"]:
+        click.echo(f"opening balance {o['points']:+d} ({o['status']}): the file's log omits it")
+
+
+@ledger.command("export-progress")
+@db_option
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+def export_progress_cmd(db: str | None, file: str, as_json: bool) -> None:
+    """Write progress.json (the seed's schema, validated), newest 1000 transactions."""
+    with open_ledger(db) as lg:
+        r = lg.export_progress(file)
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(f"{file}: total {r['total_score']}, {r['transactions']} transactions")
+
+
+@ledger.command()
+@db_option
+@click.option(
+    "--period",
+    type=click.Choice(["daily", "weekly", "monthly"]),
+    default="daily",
+    show_default=True,
+)
+@click.option(
+    "--date",
+    "day",
+    type=click.DateTime(["%Y-%m-%d"]),
+    default=None,
+    help="A day in the period (UTC; default today).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    show_default=True,
+)
+@json_option
+def report(db: str | None, period: str, day: Any, fmt: str, as_json: bool) -> None:
+    """Compliance report for a day, an ISO week or a month."""
+    d: date | None = None if day is None else day.date()
+    with open_ledger(db) as lg:
+        r = lg.report(period, d)
+    if as_json or fmt == "json":
+        echo_json(r)
+    else:
+        from plaudit.ledger.reports import to_markdown
+
+        click.echo(to_markdown(r), nl=False)
+
+
+@ledger.command("apply-rules")
+@db_option
+@json_option
+def apply_rules(db: str | None, as_json: bool) -> None:
+    """Turn matching events (e.g. router failures) into transactions; safe to re-run."""
+    with open_ledger(db) as lg:
+        r = lg.apply_rules()
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(
+            f"scanned {r['scanned']} events, created {r['created']} transactions "
+            f"({r['already_present']} already present)"
+        )
+
+
+@ledger.group()
+def sessions() -> None:
+    """Explicit scoring sessions: start, end, list."""
+
+
+@sessions.command("start")
+@db_option
+@click.option("--session", "session_id", default=None, help="Default: a new UUIDv7.")
+@click.option("--label", default=None)
+@json_option
+def session_start(db: str | None, session_id: str | None, label: str | None, as_json: bool) -> None:
+    """Start a session; transactions go to it until it ends."""
+    with open_ledger(db) as lg:
+        s = lg.start_session(session_id, label=label)
+    echo_json(s) if as_json else click.echo(f"started {s['session_id']}")
+
+
+@sessions.command("end")
+@db_option
+@click.option("--session", "session_id", default=None, help="Default: the open session.")
+@json_option
+def session_end(db: str | None, session_id: str | None, as_json: bool) -> None:
+    """End a session (the open one by default)."""
+    with open_ledger(db) as lg:
+        s = lg.end_session(session_id)
+    echo_json(s) if as_json else click.echo(f"ended {s['session_id']}: score {s['score']:+d}")
+
+
+@sessions.command("list")
+@db_option
+@json_option
+def session_list(db: str | None, as_json: bool) -> None:
+    """Every session with its score."""
+    with open_ledger(db) as lg:
+        ss = lg.sessions()
+    if as_json:
+        echo_json({"sessions": ss})
+        return
+    for s in ss:
+        state = "open" if s["open"] else "ended"
+        click.echo(f"{s['session_id']:<40} {state:<6} {s['score']:>+8d} {s['transactions']:>6} tx")

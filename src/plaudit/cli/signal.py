@@ -1,0 +1,240 @@
+"""`plaudit signal emit|export|audit`: drop-in replacements for the reference router tools."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from plaudit.cli._common import db_option, echo_json, json_option, open_store, resolve
+from plaudit.errors import ValidationError
+
+#: The reference exporter's default output directory, in the system's temp dir.
+DEFAULT_OUTPUT_DIR = os.path.join(tempfile.gettempdir(), "seq_router_signal")
+
+
+@click.group()
+def signal() -> None:
+    """Router signals: decision -> outcome -> override telemetry, export and quality gates."""
+
+
+@signal.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
+)
+@click.pass_context
+def emit(ctx: click.Context) -> None:
+    """Record a router event: `emit decision|outcome|override --decision-id ... `.
+
+    Takes the reference emitter's flags; see `plaudit signal emit --help`.
+    """
+    from plaudit.signals.emit_cli import main
+
+    args = list(ctx.args)
+    db = resolve(None)
+    if db is not None and "--db" not in args:
+        args = ["--db", db, *args]
+    ctx.exit(main(["signal", "emit", *args]))
+
+
+@contextmanager
+def _progress_bar() -> Iterator[Any]:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    prog = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    tasks: dict[str, TaskID] = {}
+
+    def update(phase: str, done: int, total: int | None) -> None:
+        if phase not in tasks:
+            tasks[phase] = prog.add_task(phase, total=total)
+        prog.update(tasks[phase], completed=done, total=total)
+
+    with prog:
+        yield update
+
+
+def _rewards(pairs: tuple[str, ...], raw_map: str | None) -> dict[str, float]:
+    out: dict[str, Any] = {}
+    if raw_map:
+        import json
+
+        try:
+            parsed = json.loads(raw_map)
+        except ValueError as exc:
+            raise ValidationError("--reward-map", f"is not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise ValidationError("--reward-map", "must be a JSON object of outcome -> reward")
+        out.update(parsed)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ValidationError("--reward", f"{pair!r} is not OUTCOME=VALUE")
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise ValidationError("--reward", f"{value!r} is not a number (in {pair!r})") from None
+    return out
+
+
+@signal.command()
+@db_option
+@click.option(
+    "--seq-mem", type=str, default=None, help="Read this seq_mem.jsonl instead of the log."
+)
+@click.option("--output-dir", default=DEFAULT_OUTPUT_DIR, show_default=True)
+@click.option("--seed", type=int, default=42, show_default=True)
+@click.option("--val-percent", type=int, default=10, show_default=True)
+@click.option("--test-percent", type=int, default=10, show_default=True)
+@click.option("--history-size", type=int, default=3, show_default=True)
+@click.option("--max-age-hours", type=int, default=168, show_default=True)
+@click.option(
+    "--split-by",
+    type=click.Choice(["decision", "session"]),
+    default="decision",
+    show_default=True,
+    help="decision: the reference's split; session: whole sessions, no history leakage.",
+)
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(["jsonl", "parquet", "preference", "chat"]),
+    help="Output format (repeatable; default jsonl).",
+)
+@click.option("--reward", "reward_pairs", multiple=True, metavar="OUTCOME=VALUE")
+@click.option("--reward-map", default=None, metavar="JSON", help='e.g. {"wasted": -0.5}')
+@json_option
+def export(
+    db: str | None,
+    seq_mem: str | None,
+    output_dir: str,
+    seed: int,
+    val_percent: int,
+    test_percent: int,
+    history_size: int,
+    max_age_hours: int,
+    split_by: str,
+    formats: tuple[str, ...],
+    reward_pairs: tuple[str, ...],
+    reward_map: str | None,
+    as_json: bool,
+) -> None:
+    """Export joined, deduplicated, split training rows and summary.json."""
+    from plaudit.signals.export import export as run_export
+
+    options: dict[str, Any] = {
+        "output_dir": output_dir,
+        "seed": seed,
+        "val_percent": val_percent,
+        "test_percent": test_percent,
+        "history_size": history_size,
+        "max_age_hours": max_age_hours,
+        "split_by": split_by,
+        "formats": formats or ("jsonl",),
+        "rewards": _rewards(reward_pairs, reward_map),
+    }
+    with _progress_bar() as progress:
+        if seq_mem is not None:
+            summary = run_export(seq_mem=seq_mem, progress=progress, **options)
+        else:
+            with open_store(db) as p:
+                summary = run_export(plaudit=p, progress=progress, **options)
+    if as_json:
+        echo_json(summary)
+        return
+    c, q = summary["counts"], summary["quality"]
+    click.echo(
+        f"Exported flow router signal dataset: {os.path.dirname(summary['outputs']['summary'])}"
+    )
+    click.echo(f"  decisions={c['decisions']} outcomes={c['outcomes']} joined={c['joined_rows']}")
+    click.echo(f"  train={c['train_rows']} val={c['val_rows']} test={c['test_rows']}")
+    click.echo(
+        f"  link_rate={q['decision_outcome_link_rate']:.3f} override_rate={q['override_rate']:.3f}"
+    )
+    extra = []
+    if c["parse_errors"]:
+        extra.append(f"parse_errors={c['parse_errors']}")
+    if c["dropped_duplicate_rows"] or c["identical_repeats"]:
+        extra.append(
+            f"dropped_duplicates={c['dropped_duplicate_rows']} "
+            f"identical_repeats={c['identical_repeats']}"
+        )
+    if c["conflicting_decision_ids"] or c["conflicting_outcome_ids"]:
+        extra.append(
+            f"conflicting_ids={c['conflicting_decision_ids'] + c['conflicting_outcome_ids']}"
+        )
+    if extra:
+        click.echo("  " + " ".join(extra))
+
+
+def _gate_option(name: str, kind: type, help_text: str) -> Any:
+    return click.option(
+        f"--{name.replace('_', '-')}", name, type=kind, default=None, help=help_text
+    )
+
+
+@signal.command()
+@db_option
+@click.option("--summary", "summary_path", default=None, help="summary.json (default: the log's).")
+@_gate_option("min_decisions", int, "default 500, env ROUTER_SIGNAL_MIN_DECISIONS")
+@_gate_option("min_joined", int, "default 400, env ROUTER_SIGNAL_MIN_JOINED")
+@_gate_option("min_link_rate", float, "default 0.80, env ROUTER_SIGNAL_MIN_LINK_RATE")
+@_gate_option("max_task_dominance", float, "default 0.55, env ROUTER_SIGNAL_MAX_TASK_DOMINANCE")
+@_gate_option("min_overrides", int, "default 20, env ROUTER_SIGNAL_MIN_OVERRIDES")
+@_gate_option("min_failureish", int, "minimum partial+failure+wasted rows (default 60)")
+@_gate_option("max_split_leakage", float, "extra gate: max share of sessions split apart")
+@_gate_option("min_rows_per_task", int, "extra gate: min rows for every chosen task")
+@_gate_option("max_duplicate_rate", float, "extra gate: max share of duplicate decisions")
+@click.option("--report-out", default=None, help="audit report path (default: beside summary)")
+@click.option("--max-age-hours", type=int, default=168, show_default=True, help="for the log")
+@json_option
+def audit(
+    db: str | None,
+    summary_path: str | None,
+    report_out: str | None,
+    max_age_hours: int,
+    as_json: bool,
+    **limits: Any,
+) -> None:
+    """Check the export's quality gates; exit 0 on PASS, 1 on FAIL."""
+    from plaudit.signals.audit import audit as run_audit
+
+    given = {k: v for k, v in limits.items() if v is not None}
+    if summary_path is not None:
+        report = run_audit(summary_path, limits=given, report_out=report_out)
+    else:
+        with open_store(db) as p:
+            report = p.signals.audit(
+                None, report_out=report_out, max_age_hours=max_age_hours, **given
+            )
+    ok = report["pass"]
+    if as_json:
+        echo_json(report)
+    else:
+        click.echo(f"Flow router signal audit: {'PASS' if ok else 'FAIL'}")
+        click.echo(f"  summary: {report['summary'] or '(the log)'}")
+        click.echo(f"  report:  {report.get('report') or '(not written)'}")
+        for name, gate in report["gates"].items():
+            if not gate["pass"]:
+                click.echo(
+                    f"  fail {name}: actual={gate['actual']} threshold={gate['threshold']}",
+                    err=True,
+                )
+    raise click.exceptions.Exit(0 if ok else 1)

@@ -1,0 +1,497 @@
+"""`Plaudit.bandit`: select prompt components with Thompson sampling, record every run and
+observation in the log, and learn from reference-detected rewards."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import numpy as np
+
+from plaudit.context import config as cfgmod
+from plaudit.context import policy, posteriors
+from plaudit.context.arms import Arm, coerce_arms, parse_arm_id
+from plaudit.context.detect import is_referenced, tool_call_names, tool_call_text
+from plaudit.context.projection import (
+    ARMS_V1,
+    CONFIG_V1,
+    GLOBAL,
+    OBSERVATION_V1,
+    RUN_V1,
+    load_config,
+)
+from plaudit.context.results import ArmStats, Observation, Selection
+from plaudit.context.savings import MAX_POINTS, _thin, summarise
+from plaudit.context.stats import confidence_tier, credible_intervals, mean, variance
+from plaudit.errors import ConflictError, NotFoundError, ValidationError
+from plaudit.events import make_event
+from plaudit.ids import uuid7
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+
+MAX_OUTPUT_CHARS = 16 << 20
+MAX_TOOL_CALLS = 10_000
+MAX_BUDGET = 100_000_000
+_LABEL_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+def _check_context(context: Any) -> str | None:
+    if context is None:
+        return None
+    if not isinstance(context, str) or not _LABEL_RE.match(context):
+        raise ValidationError(
+            "context", "must be a string of 1-200 printable characters, or omitted"
+        )
+    return context
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
+    if not lo <= int(value) <= hi:
+        raise ValidationError(name, f"{value} is not between {lo} and {hi}")
+    return int(value)
+
+
+def _check_opt_int(name: str, value: Any, lo: int, hi: int) -> int | None:
+    return None if value is None else _check_int(name, value, lo, hi)
+
+
+def _check_tool_calls(tool_calls: Any) -> list[dict[str, Any]]:
+    if tool_calls is None:
+        return []
+    if isinstance(tool_calls, str | bytes | Mapping) or not isinstance(tool_calls, Iterable):
+        raise ValidationError("tool_calls", "must be a list of objects with a 'name'")
+    out = []
+    for i, call in enumerate(tool_calls):
+        if not isinstance(call, Mapping):
+            raise ValidationError(
+                "tool_calls", f"must be an object, got {type(call).__name__}", where=f"[{i}]"
+            )
+        name = call.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValidationError("tool_calls", "needs a non-empty string 'name'", where=f"[{i}]")
+        out.append(dict(call))
+        if len(out) > MAX_TOOL_CALLS:
+            raise ValidationError("tool_calls", f"more than {MAX_TOOL_CALLS} calls")
+    return out
+
+
+def _observation_id(run_id: str) -> str:
+    oid = f"obs:{run_id}"
+    return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
+
+
+class Bandit:
+    """The context bandit over one store. Thread-safe: every call is its own transaction."""
+
+    def __init__(self, plaudit: Plaudit) -> None:
+        self.p = plaudit
+        self._ready = False
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _ensure(self) -> None:
+        if not self._ready:
+            self.p.log.ensure_projection("bandit")
+            self._ready = True
+
+    @property
+    def config(self) -> cfgmod.BanditConfig:
+        self._ensure()
+        with self.p.backend.read() as tx:
+            return load_config(tx)
+
+    def configure(self, changes: Mapping[str, Any] | None = None, **kw: Any) -> cfgmod.BanditConfig:
+        """Change settings (see `BanditConfig`); recorded as an event, so replay honours it."""
+        all_changes = {**(changes or {}), **kw}
+        cfgmod.validate_changes(all_changes)
+        if all_changes:
+            self.p.log.append(make_event(CONFIG_V1, {"changes": all_changes}, source="bandit"))
+        return self.config
+
+    def _registered(self, tx: Any, ids: Sequence[str] | None = None) -> dict[str, Arm]:
+        if ids is None:
+            rows = tx.fetchall("SELECT id, tokens, content, kind FROM bandit_arms ORDER BY id")
+        else:
+            rows = []
+            for i in range(0, len(ids), 400):
+                chunk = list(ids[i : i + 400])
+                marks = ",".join("?" * len(chunk))
+                rows += tx.fetchall(
+                    f"SELECT id, tokens, content, kind FROM bandit_arms WHERE id IN ({marks})",
+                    chunk,
+                )
+        return {r[0]: Arm(id=r[0], tokens=int(r[1]), content=r[2], kind=r[3]) for r in rows}
+
+    def register(self, arms: Iterable[Arm | Mapping[str, Any]]) -> list[Arm]:
+        """Add or update arms (token cost, content, kind). Unchanged arms write nothing."""
+        arms = coerce_arms(arms)
+        self._ensure()
+        with self.p.log.writer() as w:
+            self._register_in(w, arms)
+        return arms
+
+    def _register_in(self, w: Any, arms: list[Arm]) -> None:
+        known = self._registered(w.tx, [a.id for a in arms])
+        changed = []
+        for a in arms:
+            old = known.get(a.id)
+            if (
+                old is None
+                or old.tokens != a.tokens
+                or old.kind != a.effective_kind
+                or (a.content is not None and old.content != a.content)
+            ):
+                content = a.content if a.content is not None else (old.content if old else None)
+                changed.append(
+                    msgspec.structs.replace(a, kind=a.effective_kind, content=content).to_dict()
+                )
+        if changed:
+            w.append(make_event(ARMS_V1, {"arms": changed}, source="bandit"))
+
+    # -- selection ---------------------------------------------------------------------
+    def select(
+        self,
+        arms: Iterable[Arm | Mapping[str, Any]] | None = None,
+        token_budget: int = 8000,
+        context: str | None = None,
+        seed: int | None = None,
+        *,
+        session_id: str = "default",
+    ) -> Selection:
+        """Choose the arms for one run and record the run in the log.
+
+        `arms=None` considers every registered arm. `seed` makes the choice reproducible.
+        """
+        token_budget = _check_int("token_budget", token_budget, 0, MAX_BUDGET)
+        context = _check_context(context)
+        seed = _check_opt_int("seed", seed, 0, 2**53 - 1)
+        self._ensure()
+        with self.p.backend.read() as tx:
+            cfg = load_config(tx)
+            if arms is None:
+                inventory = list(self._registered(tx).values())
+                if not inventory:
+                    raise ValidationError("arms", "none given and none registered")
+            else:
+                inventory = coerce_arms(arms)
+                if not inventory:
+                    raise ValidationError("arms", "is empty: give at least one arm")
+            kinds = [a.effective_kind for a in inventory]
+            ids = [a.id for a in inventory]
+            alpha, beta, gpulls, _ = posteriors.load(tx, ids, kinds, cfg, context)
+        tokens = np.fromiter((a.tokens for a in inventory), dtype=np.int64, count=len(ids))
+        protected = np.fromiter((cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids))
+        inp = policy.PolicyInput(
+            alpha=alpha,
+            beta=beta,
+            tokens=tokens,
+            protected=protected,
+            underexplored=gpulls < cfg.min_pulls,
+            budget=token_budget,
+            threshold=cfg.thresholds(tokens),
+        )
+        rng = np.random.default_rng(seed)
+        rate = cfg.rate_for(len(ids))
+        if cfg.phase == "passive":
+            included, is_baseline = policy.baseline(inp), False
+            probs = included.astype(float)
+        else:
+            is_baseline = bool(rng.random() < rate)
+            included = policy.baseline(inp) if is_baseline else policy.select(inp, rng)[0]
+            probs = policy.inclusion_probabilities(inp, rate, rng, cfg.propensity_samples)
+        run_id = uuid7()
+        used = int(tokens[included].sum())
+        payload = {
+            "context": context,
+            "budget": token_budget,
+            "is_baseline": is_baseline,
+            "phase": cfg.phase,
+            "used_tokens": used,
+            "seed": seed,
+            "policy": {
+                "threshold": cfg.threshold,
+                "miss_cost_tokens": cfg.miss_cost_tokens,
+                "min_pulls": cfg.min_pulls,
+                "baseline_rate": rate,
+                "context_pseudo_count": cfg.context_pseudo_count,
+                "propensity_samples": cfg.propensity_samples,
+            },
+            "arms": [
+                {
+                    "id": ids[i],
+                    "tokens": int(tokens[i]),
+                    "included": bool(included[i]),
+                    "protected": bool(protected[i]),
+                    "p_include": round(float(probs[i]), 4),
+                }
+                for i in range(len(ids))
+            ],
+        }
+        with self.p.log.writer() as w:
+            if arms is not None:
+                self._register_in(w, inventory)
+            w.append(make_event(RUN_V1, payload, id=run_id, session_id=session_id, source="bandit"))
+        return Selection(
+            run_id=run_id,
+            included=[ids[i] for i in np.flatnonzero(included)],
+            excluded=[ids[i] for i in np.flatnonzero(~included)],
+            is_baseline=is_baseline,
+            used_tokens=used,
+            budget=token_budget,
+            context=context,
+            phase=cfg.phase,
+            probabilities={ids[i]: round(float(probs[i]), 4) for i in range(len(ids))},
+        )
+
+    # -- observation -------------------------------------------------------------------
+    def observe(
+        self,
+        run_id: str,
+        output_text: str = "",
+        tool_calls: Iterable[Mapping[str, Any]] | None = (),
+        usage_tokens: int | None = None,
+        duration_ms: float | None = None,
+        error: str | None = None,
+    ) -> Observation:
+        """Reward each included arm by whether the output referenced it, atomically.
+
+        Observing the same run again with the same outcome is a no-op; with a different
+        outcome it raises ConflictError. An unknown run raises NotFoundError.
+        """
+        if not isinstance(run_id, str) or not run_id:
+            raise ValidationError("run_id", "must be a non-empty string")
+        if not isinstance(output_text, str):
+            raise ValidationError(
+                "output_text", f"must be a string, got {type(output_text).__name__}"
+            )
+        if len(output_text) > MAX_OUTPUT_CHARS:
+            raise ValidationError("output_text", f"longer than {MAX_OUTPUT_CHARS} characters")
+        calls = _check_tool_calls(tool_calls)
+        usage_tokens = _check_opt_int("usage_tokens", usage_tokens, 0, 2**53 - 1)
+        if duration_ms is not None and (
+            isinstance(duration_ms, bool)
+            or not isinstance(duration_ms, int | float)
+            or not 0 <= duration_ms < 1e15
+        ):
+            raise ValidationError("duration_ms", f"must be a number >= 0, got {duration_ms!r}")
+        if error is not None and (not isinstance(error, str) or len(error) > 10_000):
+            raise ValidationError("error", "must be a string of at most 10000 characters")
+        digest = hashlib.sha256(
+            output_text.encode("utf-8", "surrogatepass")
+            + b"\x1f"
+            + msgspec.json.encode(calls, order="sorted")
+        ).hexdigest()
+        self._ensure()
+        with self.p.log.writer() as w:
+            row = w.tx.fetchone(
+                "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
+                (run_id,),
+            )
+            if row is None:
+                raise NotFoundError(f"no bandit run with run_id {run_id!r}")
+            included = msgspec.json.decode(row[0])
+            context, phase, session_id = row[1], row[2], row[3]
+            cfg = load_config(w.tx)
+            contents = self._registered(w.tx, included)
+            names = tool_call_names(calls)
+            calls_text = tool_call_text(calls)
+            rewards = {
+                arm_id: int(
+                    is_referenced(
+                        arm_id,
+                        contents[arm_id].content if arm_id in contents else None,
+                        output_text,
+                        calls_text,
+                        names,
+                    )
+                )
+                for arm_id in included
+            }
+            updates = phase == "active" and (error is None or cfg.update_on_error)
+            payload = {
+                "run_id": run_id,
+                "context": context,
+                "rewards": rewards,
+                "updates": updates,
+                "usage_tokens": usage_tokens,
+                "duration_ms": duration_ms,
+                "error": error,
+                "input_digest": digest,
+            }
+            oid = _observation_id(run_id)
+            try:
+                res = w.append(
+                    make_event(
+                        OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit"
+                    )
+                )
+            except ConflictError:
+                raise ConflictError(
+                    oid, f"run {run_id!r} was already observed with a different outcome"
+                ) from None
+            if res.status == "present":
+                stored = self.p.log.get(oid)
+                if stored is not None:
+                    rewards = stored.payload["rewards"]
+                    updates = stored.payload["updates"]
+        return Observation(
+            run_id=run_id,
+            rewards=rewards,
+            referenced=[a for a, r in rewards.items() if r],
+            updated=bool(updates),
+            status=res.status,
+        )
+
+    # -- reading -----------------------------------------------------------------------
+    def posteriors(
+        self,
+        context: str | None = None,
+        *,
+        level: float = 0.95,
+        arm_ids: Sequence[str] | None = None,
+    ) -> list[ArmStats]:
+        """Every registered arm's posterior, globally or for a context (shrunk to global)."""
+        context = _check_context(context)
+        if not isinstance(level, float | int) or not 0 < level < 1:
+            raise ValidationError("level", f"must be between 0 and 1 exclusive, got {level!r}")
+        self._ensure()
+        with self.p.backend.read() as tx:
+            cfg = load_config(tx)
+            reg = self._registered(tx, None if arm_ids is None else list(arm_ids))
+            ids = sorted(reg)
+            kinds = [reg[i].effective_kind for i in ids]
+            alpha, beta, _, spulls = posteriors.load(tx, ids, kinds, cfg, context)
+        lows, highs = credible_intervals(alpha, beta, float(level))
+        out = []
+        for i, arm_id in enumerate(ids):
+            a, b = float(alpha[i]), float(beta[i])
+            lo, hi = float(lows[i]), float(highs[i])
+            out.append(
+                ArmStats(
+                    id=arm_id,
+                    alpha=a,
+                    beta=b,
+                    mean=mean(a, b),
+                    variance=variance(a, b),
+                    ci_low=lo,
+                    ci_high=hi,
+                    pulls=int(spulls[i]),
+                    confidence=confidence_tier(int(spulls[i])),
+                    tokens=reg[arm_id].tokens,
+                    kind=reg[arm_id].effective_kind,
+                    protected=cfg.is_protected(arm_id),
+                    context=context,
+                )
+            )
+        return out
+
+    def arms(self) -> list[Arm]:
+        """The registered inventory."""
+        self._ensure()
+        with self.p.backend.read() as tx:
+            return list(self._registered(tx).values())
+
+    def arm(self, arm_id: str, *, level: float = 0.95) -> dict[str, Any]:
+        """One arm: its registration, global posterior and every context's posterior."""
+        parse_arm_id(arm_id)
+        self._ensure()
+        with self.p.backend.read() as tx:
+            reg = self._registered(tx, [arm_id])
+            if arm_id not in reg:
+                raise NotFoundError(f"no registered arm {arm_id!r}")
+            contexts = [
+                r[0]
+                for r in tx.fetchall(
+                    "SELECT scope FROM bandit_posteriors WHERE arm_id = ? AND scope <> ? "
+                    "ORDER BY scope",
+                    (arm_id, GLOBAL),
+                )
+            ]
+        return {
+            "arm": reg[arm_id].to_dict(),
+            "global": self.posteriors(level=level, arm_ids=[arm_id])[0].to_dict(),
+            "contexts": {
+                c: self.posteriors(c, level=level, arm_ids=[arm_id])[0].to_dict() for c in contexts
+            },
+        }
+
+    def contexts(self) -> list[str]:
+        self._ensure()
+        with self.p.backend.read() as tx:
+            return [
+                r[0]
+                for r in tx.fetchall(
+                    "SELECT DISTINCT scope FROM bandit_posteriors WHERE scope <> ? ORDER BY scope",
+                    (GLOBAL,),
+                )
+            ]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """A recorded run and, once observed, its outcome."""
+        ev = self.p.log.get(run_id) if isinstance(run_id, str) and run_id else None
+        if ev is None or ev.type != RUN_V1:
+            raise NotFoundError(f"no bandit run with run_id {run_id!r}")
+        out: dict[str, Any] = {"run_id": run_id, "ts_ms": ev.ts_ms, **ev.payload}
+        obs = self.p.log.get(_observation_id(run_id))
+        out["observation"] = None if obs is None else obs.payload
+        return out
+
+    def savings(self, context: str | None = None) -> dict[str, Any]:
+        """token_savings_percent with a 95% CI, duration and error rate, and their history.
+
+        Only active-phase runs count; a run's tokens are the observed `usage_tokens` when
+        given, otherwise the prompt tokens of the arms it included.
+        """
+        context = _check_context(context)
+        self._ensure()
+        sql = (
+            "SELECT seq, ts_ms, is_baseline, COALESCE(usage_tokens, used_tokens), observed, "
+            "duration_ms, error FROM bandit_runs WHERE phase = 'active'"
+        )
+        params: list[Any] = []
+        if context:
+            sql += " AND context = ?"
+            params.append(context)
+        with self.p.backend.read() as tx:
+            rows = tx.fetchall(sql + " ORDER BY seq", params)
+        return summarise(rows)
+
+    def history(
+        self, arm_id: str | None = None, context: str | None = None, *, points: int = MAX_POINTS
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Posterior mean over time (after each observation that updated the arm), per arm."""
+        context = _check_context(context)
+        _check_int("points", points, 1, 10_000)
+        if arm_id is not None:
+            parse_arm_id(arm_id)
+        self._ensure()
+        scope = context or GLOBAL
+        with self.p.backend.read() as tx:
+            cfg = load_config(tx)
+            reg = self._registered(tx, None if arm_id is None else [arm_id])
+            sql = "SELECT arm_id, obs_index, ts_ms, s, f FROM bandit_history WHERE scope = ?"
+            params: list[Any] = [scope]
+            if arm_id is not None:
+                sql += " AND arm_id = ?"
+                params.append(arm_id)
+            rows = tx.fetchall(sql + " ORDER BY arm_id, obs_index", params)
+        series: dict[str, list[dict[str, Any]]] = {}
+        for aid, idx, ts, s, f in rows:
+            kind = reg[aid].effective_kind if aid in reg else "curated"
+            a0, b0 = cfg.prior(aid, kind)
+            a, b = a0 + float(s), b0 + float(f)
+            series.setdefault(aid, []).append(
+                {
+                    "obs_index": int(idx),
+                    "ts_ms": int(ts),
+                    "mean": a / (a + b),
+                    "alpha": a,
+                    "beta": b,
+                }
+            )
+        return {k: _thin(v, points) for k, v in series.items()}

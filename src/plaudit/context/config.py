@@ -1,0 +1,175 @@
+"""The bandit's settings. They are events in the log (`plaudit.bandit.config.v1`), so a rebuild
+replays every update with the settings that were in force when it happened."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from plaudit.context.arms import ARM_TYPES, parse_arm_id
+from plaudit.errors import ValidationError
+
+#: Beta(alpha, beta) priors by kind; curated components start optimistic (mean 0.75).
+KIND_PRIORS: dict[str, tuple[float, float]] = {"curated": (3.0, 1.0), "learned": (1.0, 1.0)}
+
+
+class BanditConfig(msgspec.Struct, kw_only=True):
+    """Every knob of the policy and of the update rule, with the documented defaults."""
+
+    #: Arms (ids or fnmatch globs such as "tool:*:WebSearch") never excluded.
+    protected: list[str] = msgspec.field(default_factory=list)
+    #: Thompson samples below this are left out even when everything fits the budget.
+    threshold: float = 0.2
+    #: What leaving out a needed arm costs, in tokens (a retry, a worse answer). An arm is kept
+    #: when sampled usefulness x miss_cost_tokens >= its own tokens, so cheap arms that are
+    #: rarely needed but critical survive; `threshold` still caps the bar. None disables it.
+    miss_cost_tokens: float | None = 15000.0
+    #: Arms with fewer global pulls are always included (still subject to the budget).
+    min_pulls: int = 5
+    #: Probability of a baseline (full-prompt) run; "auto" picks by inventory size.
+    baseline_rate: float | str = 0.10
+    #: "active" selects and learns; "passive" includes everything and learns nothing.
+    phase: str = "active"
+    #: Evidence halves every this many observations (log order); None = no discount.
+    half_life_runs: float | None = None
+    #: Evidence halves every this many days of event time; None = no discount.
+    half_life_days: float | None = None
+    #: Whether a run observed with an error updates posteriors.
+    update_on_error: bool = False
+    #: A context borrows at most this many pseudo-observations from the global posterior.
+    context_pseudo_count: float = 10.0
+    #: Priors by arm type, e.g. {"file": [1, 1]}, overriding the kind default.
+    type_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
+    #: Priors by arm id or glob, the most specific override.
+    arm_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
+    #: Monte-Carlo draws used to estimate each arm's inclusion probability for a run.
+    propensity_samples: int = 256
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+    def is_protected(self, arm_id: str) -> bool:
+        return any(arm_id == p or fnmatch.fnmatchcase(arm_id, p) for p in self.protected)
+
+    def prior(self, arm_id: str, kind: str) -> tuple[float, float]:
+        if arm_id in self.arm_priors:
+            a, b = self.arm_priors[arm_id]
+            return float(a), float(b)
+        for pattern, (a, b) in self.arm_priors.items():
+            if fnmatch.fnmatchcase(arm_id, pattern):
+                return float(a), float(b)
+        type_ = arm_id.split(":", 1)[0]
+        if type_ in self.type_priors:
+            a, b = self.type_priors[type_]
+            return float(a), float(b)
+        return KIND_PRIORS[kind]
+
+    def thresholds(self, tokens: Any) -> Any:
+        """Per-arm exclusion bars: min(threshold, tokens / miss_cost_tokens)."""
+        import numpy as np
+
+        t = np.asarray(tokens, dtype=np.float64)
+        if not self.miss_cost_tokens:
+            return np.full(t.shape, self.threshold)
+        return np.minimum(self.threshold, t / self.miss_cost_tokens)
+
+    def rate_for(self, n_arms: int) -> float:
+        """The baseline probability; "auto" follows the seed: 20% / 10% / 5% by inventory."""
+        if self.baseline_rate == "auto":
+            return 0.20 if n_arms <= 10 else 0.10 if n_arms <= 50 else 0.05
+        return float(self.baseline_rate)
+
+
+_FIELDS = set(BanditConfig.__struct_fields__)
+
+
+def _number(name: str, value: Any, lo: float, hi: float, *, integer: bool = False) -> float:
+    ok = type(value) is int or (type(value) is float and not integer)
+    if not ok or not lo <= value <= hi:
+        kind = "an integer" if integer else "a number"
+        raise ValidationError(name, f"must be {kind} between {lo} and {hi}, got {value!r}")
+    return value
+
+
+def _prior_map(name: str, value: Any, *, keys_are_types: bool) -> dict[str, list[float]]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(name, f"must be an object, got {type(value).__name__}")
+    out: dict[str, list[float]] = {}
+    for key, pair in value.items():
+        if not isinstance(key, str) or not key:
+            raise ValidationError(name, f"key {key!r} must be a non-empty string")
+        if keys_are_types and key not in ARM_TYPES:
+            raise ValidationError(
+                f"{name}.{key}", f"unknown arm type (one of {', '.join(ARM_TYPES)})"
+            )
+        if not keys_are_types and not any(ch in key for ch in "*?["):
+            parse_arm_id(key, where=name)
+        if (
+            not isinstance(pair, list | tuple)
+            or len(pair) != 2
+            or not all(type(x) in (int, float) and 0 < x <= 1e6 for x in pair)
+        ):
+            raise ValidationError(
+                f"{name}.{key}", f"must be [alpha, beta] with both in (0, 1e6], got {pair!r}"
+            )
+        out[key] = [float(pair[0]), float(pair[1])]
+    return out
+
+
+def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """Check a partial update; returns it normalised. Unknown keys are an error."""
+    if not isinstance(changes, Mapping):
+        raise ValidationError("config", f"must be an object, got {type(changes).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        if key not in _FIELDS:
+            raise ValidationError(
+                str(key), f"unknown setting (one of {', '.join(sorted(_FIELDS))})"
+            )
+        if key == "protected":
+            if not isinstance(value, list | tuple) or not all(
+                isinstance(p, str) and p for p in value
+            ):
+                raise ValidationError(key, "must be a list of arm ids or glob patterns")
+            for p in value:
+                if not any(ch in p for ch in "*?["):
+                    parse_arm_id(p, where="protected")
+            out[key] = list(value)
+        elif key == "threshold":
+            out[key] = float(_number(key, value, 0.0, 1.0))
+        elif key == "min_pulls":
+            out[key] = int(_number(key, value, 0, 1_000_000, integer=True))
+        elif key == "baseline_rate":
+            out[key] = value if value == "auto" else float(_number(key, value, 0.0, 1.0))
+        elif key == "phase":
+            if value not in ("active", "passive"):
+                raise ValidationError(key, f"must be 'active' or 'passive', got {value!r}")
+            out[key] = value
+        elif key in ("half_life_runs", "half_life_days"):
+            out[key] = None if value is None else float(_number(key, value, 1e-6, 1e12))
+        elif key == "update_on_error":
+            if type(value) is not bool:
+                raise ValidationError(key, f"must be true or false, got {value!r}")
+            out[key] = value
+        elif key == "miss_cost_tokens":
+            out[key] = None if value is None else float(_number(key, value, 1.0, 1e12))
+        elif key == "context_pseudo_count":
+            out[key] = float(_number(key, value, 0.0, 1e9))
+        elif key == "type_priors":
+            out[key] = _prior_map(key, value, keys_are_types=True)
+        elif key == "arm_priors":
+            out[key] = _prior_map(key, value, keys_are_types=False)
+        elif key == "propensity_samples":
+            out[key] = int(_number(key, value, 16, 100_000, integer=True))
+    return out
+
+
+def merged(base: BanditConfig, changes: Mapping[str, Any]) -> BanditConfig:
+    return msgspec.convert({**base.to_dict(), **validate_changes(changes)}, BanditConfig)
+
+
+def from_dict(data: Mapping[str, Any]) -> BanditConfig:
+    return msgspec.convert(dict(data), BanditConfig)

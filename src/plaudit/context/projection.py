@@ -1,0 +1,259 @@
+"""The `bandit` projection: arms, config, runs and posteriors folded from `plaudit.bandit.*`
+events inside the append transaction, so concurrent observers never lose an update.
+
+Posterior rows hold *evidence* (discounted success and failure counts), not alpha/beta: the
+prior is added when reading, so changing a prior applies to past evidence too. Discounting
+counts time in observations (log order) and in event-time days, never the wall clock, so a
+rebuild reproduces the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import msgspec
+
+from plaudit.context import config as cfgmod
+from plaudit.context.arms import coerce_arms
+from plaudit.errors import ValidationError
+from plaudit.events import StoredEvent
+from plaudit.store.backend import Tx
+
+PREFIX = "plaudit.bandit."
+ARMS_V1 = "plaudit.bandit.arms.v1"
+CONFIG_V1 = "plaudit.bandit.config.v1"
+RUN_V1 = "plaudit.bandit.run.v1"
+OBSERVATION_V1 = "plaudit.bandit.observation.v1"
+
+GLOBAL = ""  # the scope of the global posterior; contexts use their label
+DAY_MS = 86_400_000
+
+
+def decay_factor(cfg: cfgmod.BanditConfig, d_index: float, d_ms: float) -> float:
+    """How much old evidence is worth after `d_index` observations and `d_ms` of event time."""
+    f = 1.0
+    if cfg.half_life_runs and d_index > 0:
+        f *= 0.5 ** (d_index / cfg.half_life_runs)
+    if cfg.half_life_days and d_ms > 0:
+        f *= 0.5 ** (d_ms / DAY_MS / cfg.half_life_days)
+    return f
+
+
+class _ArmRecord(msgspec.Struct):
+    id: str
+    tokens: int
+    included: bool
+
+
+class _RunPayload(msgspec.Struct):
+    arms: list[_ArmRecord]
+    budget: int
+    used_tokens: int
+    context: str | None = None
+    is_baseline: bool = False
+    phase: str = "active"
+
+
+class _ObservationPayload(msgspec.Struct):
+    run_id: str
+    rewards: dict[str, Literal[0, 1]]
+    updates: bool = False
+    context: str | None = None
+    usage_tokens: int | None = None
+    duration_ms: float | None = None
+    error: str | None = None
+
+
+class _ConfigPayload(msgspec.Struct):
+    changes: dict[str, Any]
+
+
+class _ArmsPayload(msgspec.Struct):
+    arms: list[Any]
+
+
+def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
+    """Check an event's payload shape; a malformed event is refused, never half-applied."""
+    try:
+        return msgspec.convert(ev.payload, kind)
+    except msgspec.ValidationError as exc:
+        raise ValidationError("payload", f"{ev.type}: {exc}", where=ev.id) from None
+
+
+class BanditProjection:
+    name = "bandit"
+    version = 1
+    prefixes = (PREFIX,)
+    tables = (
+        "bandit_config",
+        "bandit_arms",
+        "bandit_runs",
+        "bandit_posteriors",
+        "bandit_history",
+        "bandit_meta",
+    )
+
+    def create(self, tx: Tx) -> None:
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_config (one INTEGER PRIMARY KEY, "
+                "body TEXT NOT NULL, seq {bigint} NOT NULL)"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_arms (id TEXT PRIMARY KEY, tokens {bigint} "
+                "NOT NULL, content TEXT, kind TEXT NOT NULL, seq {bigint} NOT NULL)"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_runs (run_id TEXT PRIMARY KEY, "
+                "seq {bigint} NOT NULL, ts_ms {bigint} NOT NULL, session_id TEXT NOT NULL, "
+                "context TEXT, is_baseline INTEGER NOT NULL, phase TEXT NOT NULL, "
+                "budget {bigint} NOT NULL, used_tokens {bigint} NOT NULL, "
+                "considered_tokens {bigint} NOT NULL, included TEXT NOT NULL, "
+                "observed INTEGER NOT NULL DEFAULT 0, obs_ts_ms {bigint}, usage_tokens {bigint}, "
+                "duration_ms {double}, error TEXT, updated INTEGER NOT NULL DEFAULT 0)"
+            )
+        )
+        tx.execute("CREATE INDEX IF NOT EXISTS bandit_runs_seq ON bandit_runs (seq)")
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_posteriors (scope TEXT NOT NULL, "
+                "arm_id TEXT NOT NULL, s {double} NOT NULL, f {double} NOT NULL, "
+                "pulls {bigint} NOT NULL, hits {bigint} NOT NULL, last_index {bigint} NOT NULL, "
+                "last_ts {bigint} NOT NULL, PRIMARY KEY (scope, arm_id))"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_history (obs_index {bigint} NOT NULL, "
+                "ts_ms {bigint} NOT NULL, scope TEXT NOT NULL, arm_id TEXT NOT NULL, "
+                "s {double} NOT NULL, f {double} NOT NULL, "
+                "PRIMARY KEY (scope, arm_id, obs_index))"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_meta (one INTEGER PRIMARY KEY, "
+                "obs_index {bigint} NOT NULL, last_ts {bigint} NOT NULL)"
+            )
+        )
+        tx.execute(
+            "INSERT INTO bandit_meta (one, obs_index, last_ts) VALUES (1, 0, 0) "
+            "ON CONFLICT (one) DO NOTHING"
+        )
+
+    # -- folding --------------------------------------------------------------------------
+    def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
+        cfg = load_config(tx)
+        for ev in events:
+            if ev.type == CONFIG_V1:
+                cfg = self._config(tx, ev, cfg)
+            elif ev.type == ARMS_V1:
+                self._arms(tx, ev)
+            elif ev.type == RUN_V1:
+                self._run(tx, ev)
+            elif ev.type == OBSERVATION_V1:
+                self._observation(tx, ev, cfg)
+            # other plaudit.bandit.* types are left to future versions
+
+    def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
+        new = cfgmod.merged(cfg, _decode(ev, _ConfigPayload).changes)
+        tx.execute(
+            "INSERT INTO bandit_config (one, body, seq) VALUES (1, ?, ?) ON CONFLICT (one) "
+            "DO UPDATE SET body = excluded.body, seq = excluded.seq",
+            (msgspec.json.encode(new.to_dict()).decode(), ev.seq),
+        )
+        return new
+
+    def _arms(self, tx: Tx, ev: StoredEvent) -> None:
+        arms = coerce_arms(_decode(ev, _ArmsPayload).arms, where=f"{ev.id}: arms")
+        tx.executemany(
+            "INSERT INTO bandit_arms (id, tokens, content, kind, seq) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET tokens = excluded.tokens, content = excluded.content,"
+            " kind = excluded.kind, seq = excluded.seq",
+            [(a.id, a.tokens, a.content, a.effective_kind, ev.seq) for a in arms],
+        )
+
+    def _run(self, tx: Tx, ev: StoredEvent) -> None:
+        p = _decode(ev, _RunPayload)
+        tx.execute(
+            "INSERT INTO bandit_runs (run_id, seq, ts_ms, session_id, context, is_baseline, "
+            "phase, budget, used_tokens, considered_tokens, included) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+            (
+                ev.id,
+                ev.seq,
+                ev.ts_ms,
+                ev.session_id,
+                p.context,
+                1 if p.is_baseline else 0,
+                p.phase,
+                p.budget,
+                p.used_tokens,
+                sum(a.tokens for a in p.arms),
+                msgspec.json.encode([a.id for a in p.arms if a.included]).decode(),
+            ),
+        )
+
+    def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
+        p = _decode(ev, _ObservationPayload)
+        rewards = p.rewards
+        index, last_ts = tx.fetchone("SELECT obs_index, last_ts FROM bandit_meta WHERE one = 1")
+        index, now = int(index) + 1, max(int(last_ts), ev.ts_ms)
+        tx.execute("UPDATE bandit_meta SET obs_index = ?, last_ts = ? WHERE one = 1", (index, now))
+        updates = p.updates and bool(rewards)
+        tx.execute(
+            "UPDATE bandit_runs SET observed = 1, obs_ts_ms = ?, usage_tokens = ?, "
+            "duration_ms = ?, error = ?, updated = ? WHERE run_id = ?",
+            (ev.ts_ms, p.usage_tokens, p.duration_ms, p.error, 1 if updates else 0, p.run_id),
+        )
+        if not updates:
+            return
+        scopes = [GLOBAL] if not p.context else [GLOBAL, p.context]
+        arm_ids = sorted(rewards)
+        current: dict[tuple[str, str], tuple[float, float, int, int, int, int]] = {}
+        for chunk_start in range(0, len(arm_ids), 400):
+            chunk = arm_ids[chunk_start : chunk_start + 400]
+            marks = ",".join("?" * len(chunk))
+            smarks = ",".join("?" * len(scopes))
+            for row in tx.fetchall(
+                "SELECT scope, arm_id, s, f, pulls, hits, last_index, last_ts FROM "
+                f"bandit_posteriors WHERE scope IN ({smarks}) AND arm_id IN ({marks})",
+                [*scopes, *chunk],
+            ):
+                current[(row[0], row[1])] = tuple(row[2:])  # type: ignore[assignment]
+        rows = []
+        hist = []
+        for scope in scopes:
+            for arm_id in arm_ids:
+                r = 1.0 if rewards[arm_id] else 0.0
+                s, f, pulls, hits, li, lt = current.get(
+                    (scope, arm_id), (0.0, 0.0, 0, 0, index, now)
+                )
+                d = decay_factor(cfg, index - int(li), now - int(lt))
+                s, f = float(s) * d + r, float(f) * d + (1.0 - r)
+                rows.append((scope, arm_id, s, f, int(pulls) + 1, int(hits) + int(r), index, now))
+                hist.append((index, ev.ts_ms, scope, arm_id, s, f))
+        tx.executemany(
+            "INSERT INTO bandit_posteriors (scope, arm_id, s, f, pulls, hits, last_index, last_ts)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, arm_id) DO UPDATE SET "
+            "s = excluded.s, f = excluded.f, pulls = excluded.pulls, hits = excluded.hits, "
+            "last_index = excluded.last_index, last_ts = excluded.last_ts",
+            rows,
+        )
+        tx.executemany(
+            "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            hist,
+        )
+
+
+def load_config(tx: Tx) -> cfgmod.BanditConfig:
+    body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")
+    if body is None:
+        return cfgmod.BanditConfig()
+    return cfgmod.from_dict(msgspec.json.decode(body))

@@ -1,0 +1,59 @@
+"""What the bandit hands back: plain msgspec structs that serialise straight to JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Selection(msgspec.Struct, kw_only=True):
+    """One recorded run: what to put in the prompt (`included`) and what was left out."""
+
+    run_id: str
+    included: list[str]
+    excluded: list[str]
+    is_baseline: bool
+    used_tokens: int
+    budget: int
+    context: str | None = None
+    phase: str = "active"
+    #: Each considered arm's estimated probability of inclusion under the policy.
+    probabilities: dict[str, float] = msgspec.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+class Observation(msgspec.Struct, kw_only=True):
+    """The outcome of a run and the reward each included arm received (1 referenced, 0 not)."""
+
+    run_id: str
+    rewards: dict[str, int]
+    referenced: list[str]
+    updated: bool
+    status: str  # "appended", or "present" when the same observation was already recorded
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)
+
+
+class ArmStats(msgspec.Struct, kw_only=True):
+    """An arm's posterior in one scope (global, or a context shrunk towards global)."""
+
+    id: str
+    alpha: float
+    beta: float
+    mean: float
+    variance: float
+    ci_low: float
+    ci_high: float
+    pulls: int
+    confidence: str
+    tokens: int | None = None
+    kind: str | None = None
+    protected: bool = False
+    context: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return msgspec.to_builtins(self)

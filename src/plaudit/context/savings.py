@@ -1,0 +1,100 @@
+"""Token savings of selected runs against baseline (full-prompt) runs, with a confidence
+interval, and the other baseline-versus-selected comparisons (duration, error rate)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MAX_POINTS = 200
+_Z95 = 1.959963984540054
+
+
+def _thin(points: list[dict[str, Any]], limit: int = MAX_POINTS) -> list[dict[str, Any]]:
+    """At most `limit` evenly spaced points, always keeping the last one."""
+    if len(points) <= limit:
+        return points
+    idx = np.linspace(0, len(points) - 1, limit).round().astype(int)
+    return [points[i] for i in sorted(set(idx.tolist()))]
+
+
+def ratio_ci(
+    base: np.ndarray, sel: np.ndarray, z: float = _Z95
+) -> tuple[float | None, float | None, float | None]:
+    """savings% = (1 - mean(sel) / mean(base)) * 100 and its delta-method interval.
+
+    Var(ms/mb) ~ r^2 * (vs / (ns ms^2) + vb / (nb mb^2)) for independent groups; the interval
+    needs two runs in each group and a positive baseline mean.
+    """
+    if base.size == 0 or sel.size == 0:
+        return None, None, None
+    mb, ms = float(base.mean()), float(sel.mean())
+    if mb <= 0:
+        return None, None, None
+    r = ms / mb
+    pct = (1.0 - r) * 100.0
+    if base.size < 2 or sel.size < 2:
+        return pct, None, None
+    var = (
+        r
+        * r
+        * (
+            (float(sel.var(ddof=1)) / (sel.size * ms * ms) if ms > 0 else 0.0)
+            + float(base.var(ddof=1)) / (base.size * mb * mb)
+        )
+    )
+    half = z * math.sqrt(var) * 100.0
+    return pct, pct - half, pct + half
+
+
+def _avg(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if len(values) else None
+
+
+def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
+    """`rows`: (seq, ts_ms, is_baseline, tokens, observed, duration_ms, error), log order."""
+    base_tok: list[float] = []
+    sel_tok: list[float] = []
+    dur: dict[bool, list[float]] = {True: [], False: []}
+    err: dict[bool, list[int]] = {True: [], False: []}
+    history: list[dict[str, Any]] = []
+    sums = {True: 0.0, False: 0.0}
+    counts = {True: 0, False: 0}
+    for i, (_seq, ts_ms, is_base, tokens, observed, duration, error) in enumerate(rows, 1):
+        b = bool(is_base)
+        (base_tok if b else sel_tok).append(float(tokens))
+        sums[b] += float(tokens)
+        counts[b] += 1
+        if observed:
+            err[b].append(1 if error else 0)
+            if duration is not None:
+                dur[b].append(float(duration))
+        history.append(
+            {
+                "ts_ms": int(ts_ms),
+                "run": i,
+                "baseline_avg_tokens": sums[True] / counts[True] if counts[True] else None,
+                "selected_avg_tokens": sums[False] / counts[False] if counts[False] else None,
+            }
+        )
+    pct, lo, hi = ratio_ci(np.asarray(base_tok), np.asarray(sel_tok))
+    return {
+        "token_savings_percent": pct,
+        "ci_low": lo,
+        "ci_high": hi,
+        "ci_level": 0.95,
+        "baseline_runs": len(base_tok),
+        "selected_runs": len(sel_tok),
+        "baseline_avg_tokens": _avg(base_tok),
+        "selected_avg_tokens": _avg(sel_tok),
+        "baseline_avg_duration_ms": _avg(dur[True]),
+        "selected_avg_duration_ms": _avg(dur[False]),
+        "baseline_error_rate": _avg(err[True]),
+        "selected_error_rate": _avg(err[False]),
+        "baseline_observed": len(err[True]),
+        "selected_observed": len(err[False]),
+        "history": _thin(history),
+    }

@@ -1,0 +1,352 @@
+"""`Plaudit.ledger`: the reward ledger's public API. Each method is a thin composition of the
+modules beside it; the CLI and HTTP routes call these and nothing else."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plaudit.errors import ValidationError
+from plaudit.events import make_event
+from plaudit.ids import now_ms, uuid7
+from plaudit.ledger import eventtypes as et
+from plaudit.ledger import integrity, queries, reports
+from plaudit.ledger.backup import backup as _backup
+from plaudit.ledger.backup import restore as _restore
+from plaudit.ledger.checksum import quick_checksum
+from plaudit.ledger.config import LedgerConfig, load_config
+from plaudit.ledger.logsql import head_for_update
+from plaudit.ledger.models import Checksum, Transaction
+from plaudit.ledger.progress import build_progress, export_progress, import_progress
+from plaudit.ledger.projection import read_state
+from plaudit.ledger.rules import build_rules
+from plaudit.ledger.scheduler import EVERY_MS, EVERY_TX, reconcile_due
+from plaudit.ledger.sources import (
+    SourceImport,
+    read_sources,
+    reconcile_rows,
+    recovery_category,
+)
+from plaudit.ledger.spec import MAX_NAME_LEN, parse_spec
+from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
+from plaudit.store.backend import Tx
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+
+
+class Ledger:
+    """An honest, tamper-evident score of agent behaviour, kept in the shared event log."""
+
+    def __init__(
+        self, plaudit: Plaudit, config: LedgerConfig | str | os.PathLike[str] | None = None
+    ) -> None:
+        self.p = plaudit
+        self.config = config if isinstance(config, LedgerConfig) else load_config(config)
+        self.writer = LedgerWriter(plaudit, self.config)
+        plaudit.log.ensure_projection("ledger")
+
+    # -- recording ------------------------------------------------------------------------
+    def record(
+        self,
+        category: str,
+        action: str,
+        *,
+        points: int | None = None,
+        source: str | Mapping[str, str] | None = None,
+        session: str | None = None,
+        key: str | None = None,
+        ts_ms: int | None = None,
+    ) -> Transaction:
+        """Record one reward or penalty. `key` makes retries idempotent."""
+        raw = {
+            "category": category,
+            "action": action,
+            "points": points,
+            "source": source,
+            "session": session,
+            "key": key,
+            "ts_ms": ts_ms,
+        }
+        spec = parse_spec(self.config, {k: v for k, v in raw.items() if v is not None})
+        return self.writer.commit(lambda tx, state: ([Pending(spec)], []))[0]
+
+    def record_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Transaction]:
+        """Record many transactions in one atomic append: all of them, or none on any error."""
+        specs = [parse_spec(self.config, raw, where=f"[{i}]") for i, raw in enumerate(items)]
+        if not specs:
+            return []
+        pendings = [Pending(s) for s in specs]
+        return self.writer.commit(lambda tx, state: (pendings, []))
+
+    # -- sessions -------------------------------------------------------------------------
+    def start_session(self, session_id: str | None = None, *, label: str | None = None) -> dict:
+        sid = session_id or uuid7()
+        self._check_name(sid, "session")
+        if label is not None:
+            self._check_name(label, "label")
+        self._append_simple(
+            et.SESSION_START, {"session": sid, "label": label}, session_id=sid, id=None
+        )
+        return self.session(sid)
+
+    def end_session(self, session_id: str | None = None) -> dict:
+        """End the given session, or the current open one."""
+        with self.p.backend.read() as tx:
+            state = queries.state_or_zero(tx)
+            sess = queries.current_session(tx, state)
+        sid = session_id or (sess["session_id"] if sess and sess["open"] else None)
+        if sid is None:
+            raise ValidationError("session", "no session is open; give one to end")
+        info = self.session(sid)
+        if not info["open"]:
+            raise ValidationError("session", f"session {sid!r} has already ended")
+        self._append_simple(et.SESSION_END, {"session": sid}, session_id=sid, id=None)
+        return self.session(sid)
+
+    def session(self, session_id: str) -> dict:
+        from plaudit.errors import NotFoundError
+
+        with self.p.backend.read() as tx:
+            for s in queries.sessions(tx):
+                if s["session_id"] == session_id:
+                    return s
+        raise NotFoundError(f"no ledger session {session_id!r}")
+
+    def sessions(self) -> list[dict]:
+        with self.p.backend.read() as tx:
+            return queries.sessions(tx)
+
+    # -- queries --------------------------------------------------------------------------
+    def score(self) -> dict[str, Any]:
+        with self.p.backend.read() as tx:
+            return queries.score(tx, self.config)
+
+    def breakdown(self) -> dict[str, Any]:
+        with self.p.backend.read() as tx:
+            return queries.breakdown(tx)
+
+    def metrics(self) -> dict[str, Any]:
+        with self.p.backend.read() as tx:
+            return queries.metrics(tx, queries.state_or_zero(tx), self.config)
+
+    def learning_efficiency(self) -> float:
+        return float(self.metrics()["learning_efficiency"])
+
+    def transactions(
+        self, limit: int = 10, *, category: str | None = None, session: str | None = None
+    ) -> list[Transaction]:
+        """Newest first."""
+        if type(limit) is not int or limit < 0:
+            raise ValidationError("limit", "must be a non-negative integer")
+        if category is not None:
+            known = set(self.config.categories) | {"opening_balance", "audit_correction"}
+            if category not in known:
+                raise ValidationError("category", f"unknown category {category!r}")
+        with self.p.backend.read() as tx:
+            return queries.transactions(tx, limit=limit, category=category, session=session)
+
+    def checksum(self) -> Checksum:
+        """The quick check every record runs: stored total vs the log since the checkpoint."""
+        with self.p.backend.read() as tx:
+            return quick_checksum(tx, read_state(tx))
+
+    # -- integrity ------------------------------------------------------------------------
+    def verify(self, *, full: bool = False) -> dict[str, Any]:
+        """Checksum validation plus the log's cryptographic verification. With an intact chain
+        the totals are recalculated from the newest checkpoint; `full=True` from the start."""
+        return integrity.verify(self.p, full=full)
+
+    def audit(self, export_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        return integrity.audit(self.p, self.writer, export_dir=export_dir)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Write a hashed checkpoint now."""
+        with self.p.log.writer() as w:
+            head_seq, _ = head_for_update(w.tx)
+            self.p.log.projections.ensure_named(w.tx, "ledger", head_seq)
+            state = read_state(w.tx)
+            assert state is not None
+            self.writer.maybe_checkpoint(w, state, force=True)
+        with self.p.backend.read() as tx:
+            return {"checksum": quick_checksum(tx, read_state(tx))}
+
+    def recover(self) -> dict[str, Any]:
+        """Checksum mismatch: replay from the last valid checkpoint, with an incident record."""
+        result = integrity.recover_checksum(self.p)
+        self._append_simple(
+            et.INCIDENT, {"kind": "checksum_mismatch", "action": "replay", **result}
+        )
+        return result
+
+    def backup(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        return _backup(self.p, path)
+
+    def restore(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Corruption: restore from a backup, recalculate, and record the incident."""
+        result = _restore(self.p, path)
+        check = integrity.verify(self.p, full=True, locate_on_failure=False)
+        result["checksum_valid"] = check["checksum_validation"]["is_valid"]
+        result["log_ok"] = check["log"]["ok"]
+        self._append_simple(
+            et.INCIDENT,
+            {
+                "kind": "corruption",
+                "action": "restore",
+                "file": Path(path).name,
+                "events": result["events"],
+                "head": result["head"],
+            },
+        )
+        return result
+
+    # -- sources and reconciliation -------------------------------------------------------
+    def import_sources(self, directory: str | os.PathLike[str]) -> SourceImport:
+        d = Path(directory)
+        events, files = read_sources(self.config, d, now_ms())
+        missing = sorted({k.file for k in self.config.sources.values()} - set(files))
+        result = self.p.log.append_batch(events) if events else None
+        return SourceImport(
+            directory=str(d),
+            files=files,
+            missing=missing,
+            appended=0 if result is None else result.appended,
+            unchanged=0 if result is None else result.present,
+        )
+
+    def reconcile(self) -> dict[str, Any]:
+        """Ledger sums per source record against what each record declares."""
+        out: dict[str, Any] = {}
+
+        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+            out.update(reconcile_rows(tx, self.config))
+            summary = {
+                "ok": out["ok"],
+                "tx_count": int(state["tx_count"]),
+                "mismatches": out["mismatches"][:100],
+                "orphans": out["orphans"][:100],
+            }
+            return [], [make_event(et.RECONCILE, summary, source="plaudit.ledger")]
+
+        self.writer.commit(build, check=False, force=True)
+        return out
+
+    def maybe_reconcile(
+        self, *, now: int | None = None, every_tx: int = EVERY_TX, every_ms: int = EVERY_MS
+    ) -> dict[str, Any] | None:
+        """Reconcile when 10 transactions or an hour have passed since the last time."""
+        with self.p.backend.read() as tx:
+            state = read_state(tx)
+        if state is None or not reconcile_due(
+            state, now or now_ms(), every_tx=every_tx, every_ms=every_ms
+        ):
+            return None
+        return self.reconcile()
+
+    def recover_missing(self) -> dict[str, Any]:
+        """Missing transactions: scan the sources and write recovery transactions."""
+        created: list[dict[str, Any]] = []
+
+        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+            rec = reconcile_rows(tx, self.config)
+            pendings = []
+            for m in rec["mismatches"]:
+                if m["status"] != "missing":
+                    continue
+                record = self._source_record(tx, m["kind"], m["key"])
+                diff = int(m["difference"])
+                cat = recovery_category(self.config, m["kind"], record, diff)
+                spec = system_spec(
+                    cat,
+                    diff,
+                    f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
+                    f"the ledger held {m['ledger']}",
+                    source=(m["kind"], m["key"]),
+                )
+                spec = type(spec)(**{**spec.__dict__, "type": self.config.categories[cat].type})
+                pendings.append(
+                    Pending(
+                        spec,
+                        kind="recovery",
+                        id=f"recovery:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
+                        verified=True,
+                    )
+                )
+                created.append({**m, "category": cat})
+            extras = []
+            if pendings:
+                extras.append(
+                    make_event(
+                        et.INCIDENT,
+                        {"kind": "missing_transaction", "recovered": created[:100]},
+                        source="plaudit.ledger",
+                    )
+                )
+            return pendings, extras
+
+        txs = self.writer.commit(build)
+        return {"recovered": len(txs), "transactions": [t.to_dict() for t in txs]}
+
+    @staticmethod
+    def _source_record(tx: Tx, kind: str, key: str) -> dict[str, Any]:
+        from plaudit.ledger.sources import lookup
+
+        return lookup(tx, kind, key) or {}
+
+    # -- interop, reports, rules ----------------------------------------------------------
+    def export_progress(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        return export_progress(self.p, self.config, path)
+
+    def progress(self) -> dict[str, Any]:
+        """The progress.json document, without writing it."""
+        return build_progress(self.p, self.config)
+
+    def import_progress(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        return import_progress(self.p, self.config, self.writer, path)
+
+    def report(self, period: str = "daily", day: date | None = None) -> dict[str, Any]:
+        if period not in reports.PERIODS:
+            raise ValidationError(
+                "period", f"{period!r} is not one of {', '.join(reports.PERIODS)}"
+            )
+        with self.p.backend.read() as tx:
+            return reports.build_report(tx, period, day or date.today())
+
+    def report_markdown(self, period: str = "daily", day: date | None = None) -> str:
+        return reports.to_markdown(self.report(period, day))
+
+    def apply_rules(self, *, limit: int | None = None) -> dict[str, Any]:
+        """Turn matching events after the rules cursor into transactions (idempotent)."""
+        info: dict[str, Any] = {}
+
+        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+            head = int(tx.scalar("SELECT seq FROM plaudit_head WHERE one = 1") or 0)
+            pendings, extras, meta = build_rules(self.config, tx, head, limit)
+            info.update(meta)
+            return pendings, extras
+
+        txs = self.writer.commit(build)
+        info["created"] = sum(t.status == "appended" for t in txs)
+        info["already_present"] = sum(t.status == "present" for t in txs)
+        return info
+
+    # -- helpers --------------------------------------------------------------------------
+    @staticmethod
+    def _check_name(value: Any, field: str) -> None:
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME_LEN:
+            raise ValidationError(field, f"must be a string of 1 to {MAX_NAME_LEN} characters")
+
+    def _append_simple(
+        self,
+        event_type: str,
+        payload: dict[str, Any],
+        *,
+        session_id: str = "default",
+        id: str | None = None,
+    ) -> None:
+        self.p.log.append(
+            make_event(event_type, payload, id=id, session_id=session_id, source="plaudit.ledger")
+        )

@@ -1,0 +1,183 @@
+"""Backend-independent backup: every log event with its position and chain hash, as JSON lines.
+
+Restore re-appends the events in order and checks that each one lands at the same position with
+the same hash, so a restored store is provably the same log; it runs in one transaction, so a
+truncated or altered backup changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import msgspec
+
+from plaudit.errors import ValidationError
+from plaudit.events import Event
+from plaudit.ids import now_ms
+from plaudit.ledger.logsql import head_for_update
+from plaudit.seqmem import atomic_write
+from plaudit.store.projections import scan
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+
+FORMAT = "plaudit.backup.v1"
+_CHUNK = 5000
+
+
+class BackupLine(msgspec.Struct, forbid_unknown_fields=True):
+    seq: int
+    id: str
+    type: str
+    ts_ms: int
+    session_id: str
+    source: str
+    payload: dict[str, Any]
+    meta: dict[str, Any]
+    hash: str
+
+
+class BackupHeader(msgspec.Struct):
+    format: str
+    length: int
+    head: str
+    created_ms: int = 0
+    backend: str = ""
+
+
+def backup(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Write the whole log (all areas, not only the ledger) to `path` atomically."""
+    enc = msgspec.json.Encoder()
+
+    def write(f: IO[bytes]) -> int:
+        n = 0
+        with p.backend.read() as tx:
+            seq, h = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")  # type: ignore[misc]
+            header = BackupHeader(
+                FORMAT, int(seq), f"{int(seq)}:{bytes(h).hex()}", now_ms(), p.dialect
+            )
+            f.write(enc.encode(header) + b"\n")
+            for ev in scan(tx, until=int(seq)):
+                f.write(enc.encode(ev) + b"\n")
+                n += 1
+        return n
+
+    n = atomic_write(path, write)
+    return {"file": str(path), "events": n, "head": p.log.head().digest}
+
+
+def _read_lines(path: Path) -> tuple[BackupHeader, list[BackupLine]]:
+    dec_header = msgspec.json.Decoder(BackupHeader)
+    dec = msgspec.json.Decoder(BackupLine)
+    where = str(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise ValidationError("file", f"cannot read: {exc.strerror or exc}", where=where) from None
+    with f:
+        first = f.readline()
+        try:
+            header = dec_header.decode(first)
+        except msgspec.DecodeError as exc:
+            raise ValidationError(
+                "line 1", f"not a plaudit backup header: {exc}", where=where
+            ) from None
+        if header.format != FORMAT:
+            raise ValidationError(
+                "line 1", f"format {header.format!r} is not {FORMAT}", where=where
+            )
+        lines: list[BackupLine] = []
+        for no, raw in enumerate(f, start=2):
+            if not raw.strip():
+                continue
+            if not raw.endswith(b"\n"):
+                raise ValidationError(f"line {no}", "truncated (no line end)", where=where)
+            try:
+                line = dec.decode(raw)
+            except msgspec.DecodeError as exc:
+                raise ValidationError(
+                    f"line {no}", f"malformed event: {exc}", where=where
+                ) from None
+            if line.seq != len(lines) + 1:
+                raise ValidationError(
+                    f"line {no}",
+                    f"position {line.seq} where {len(lines) + 1} was expected",
+                    where=where,
+                )
+            lines.append(line)
+    if len(lines) != header.length:
+        raise ValidationError(
+            "file",
+            f"holds {len(lines)} events but its header says {header.length} (truncated?)",
+            where=where,
+        )
+    return header, lines
+
+
+def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Re-append a backup into an empty store, or into one whose log is a prefix of it."""
+    file = Path(path)
+    header, lines = _read_lines(file)
+    where = str(file)
+    with p.log.writer() as w:
+        head_seq, _ = head_for_update(w.tx)
+        if head_seq > len(lines):
+            raise ValidationError(
+                "store",
+                f"holds {head_seq} events, more than the backup's {len(lines)}",
+                where=where,
+            )
+        if head_seq:
+            for seq, h in w.tx.fetchall(
+                "SELECT seq, hash FROM plaudit_events WHERE seq <= ? ORDER BY seq", (head_seq,)
+            ):
+                if bytes(h).hex() != lines[int(seq) - 1].hash:
+                    raise ValidationError(
+                        "store",
+                        f"differs from the backup at position {seq}; restore into an empty store",
+                        where=where,
+                    )
+        todo = lines[head_seq:]
+        for i in range(0, len(todo), _CHUNK):
+            chunk = todo[i : i + _CHUNK]
+            events = [
+                Event(
+                    id=ln.id,
+                    type=ln.type,
+                    ts_ms=ln.ts_ms,
+                    session_id=ln.session_id,
+                    source=ln.source,
+                    payload=ln.payload,
+                    meta=ln.meta,
+                )
+                for ln in chunk
+            ]
+            results = w.append_batch(events).results
+            for ln, r in zip(chunk, results, strict=True):
+                if r.seq != ln.seq or r.status != "appended":
+                    raise ValidationError(
+                        f"event {ln.id}",
+                        f"landed at {r.seq} ({r.status}), not {ln.seq}",
+                        where=where,
+                    )
+            for seq, h in w.tx.fetchall(
+                "SELECT seq, hash FROM plaudit_events WHERE seq >= ? AND seq <= ? ORDER BY seq",
+                (chunk[0].seq, chunk[-1].seq),
+            ):
+                if bytes(h).hex() != lines[int(seq) - 1].hash:
+                    raise ValidationError(
+                        f"line {int(seq) + 1}",
+                        f"event at position {seq} does not match its recorded hash "
+                        "(the backup was altered)",
+                        where=where,
+                    )
+        row = w.tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
+        assert row is not None
+        got = f"{int(row[0])}:{bytes(row[1]).hex()}"
+        if got != header.head:
+            raise ValidationError(
+                "file", f"re-appended events end at head {got}, not {header.head}", where=where
+            )
+    return {"file": where, "events": len(lines), "restored": len(todo), "head": header.head}

@@ -1,0 +1,341 @@
+"""The `ledger` projection: balances, per-category and per-session sums, sources, checkpoints and
+the halt flag, folded from ledger events inside the append transaction.
+
+`apply` reads only the events and its own tables, so `plaudit rebuild` reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from plaudit.events import StoredEvent, encode_json
+from plaudit.ledger import eventtypes as et
+from plaudit.store.backend import Tx
+
+TABLES = (
+    "ledger_tx",
+    "ledger_state",
+    "ledger_categories",
+    "ledger_sessions",
+    "ledger_sources",
+    "ledger_checkpoints",
+    "ledger_incidents",
+)
+
+_DDL = (
+    """CREATE TABLE IF NOT EXISTS ledger_tx (
+        seq {bigint} PRIMARY KEY,
+        id TEXT NOT NULL,
+        ts_ms {bigint} NOT NULL,
+        category TEXT NOT NULL,
+        type TEXT NOT NULL,
+        points {bigint} NOT NULL,
+        running_total {bigint} NOT NULL,
+        verified INTEGER NOT NULL,
+        source_kind TEXT,
+        source_id TEXT,
+        action TEXT NOT NULL,
+        session TEXT,
+        kind TEXT NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, seq)",
+    "CREATE INDEX IF NOT EXISTS ledger_tx_session ON ledger_tx (session, seq)",
+    """CREATE TABLE IF NOT EXISTS ledger_state (
+        one INTEGER PRIMARY KEY CHECK (one = 1),
+        total {bigint} NOT NULL,
+        rewards {bigint} NOT NULL,
+        penalties {bigint} NOT NULL,
+        tx_count {bigint} NOT NULL,
+        actions_total {bigint} NOT NULL,
+        actions_successful {bigint} NOT NULL,
+        actions_failed {bigint} NOT NULL,
+        unverified {bigint} NOT NULL,
+        last_running_total {bigint} NOT NULL,
+        carry_total {bigint} NOT NULL,
+        carry_rewards {bigint} NOT NULL,
+        carry_penalties {bigint} NOT NULL,
+        current_session TEXT,
+        halted INTEGER NOT NULL,
+        halt_reason TEXT,
+        halted_ms {bigint},
+        last_reconcile_ms {bigint},
+        last_reconcile_count {bigint} NOT NULL,
+        last_checkpoint_count {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_categories (
+        category TEXT PRIMARY KEY,
+        type TEXT NOT NULL,
+        points {bigint} NOT NULL,
+        n {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_sessions (
+        session TEXT PRIMARY KEY,
+        label TEXT,
+        started_ms {bigint},
+        ended_ms {bigint},
+        start_seq {bigint},
+        total {bigint} NOT NULL,
+        n {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_sources (
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        file TEXT NOT NULL,
+        record TEXT NOT NULL,
+        seq {bigint} NOT NULL,
+        PRIMARY KEY (kind, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_checkpoints (
+        seq {bigint} PRIMARY KEY,
+        through_seq {bigint} NOT NULL,
+        head_hash TEXT NOT NULL,
+        total {bigint} NOT NULL,
+        tx_count {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_incidents (
+        seq {bigint} PRIMARY KEY,
+        id TEXT NOT NULL,
+        ts_ms {bigint} NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL
+    )""",
+)
+
+_STATE_COLS = (
+    "total",
+    "rewards",
+    "penalties",
+    "tx_count",
+    "actions_total",
+    "actions_successful",
+    "actions_failed",
+    "unverified",
+    "last_running_total",
+    "carry_total",
+    "carry_rewards",
+    "carry_penalties",
+    "current_session",
+    "halted",
+    "halt_reason",
+    "halted_ms",
+    "last_reconcile_ms",
+    "last_reconcile_count",
+    "last_checkpoint_count",
+)
+_STATE_SELECT = f"SELECT {', '.join(_STATE_COLS)} FROM ledger_state WHERE one = 1"
+
+
+def read_state(tx: Tx) -> dict[str, Any] | None:
+    row = tx.fetchone(_STATE_SELECT)
+    return None if row is None else dict(zip(_STATE_COLS, row, strict=True))
+
+
+def _int(value: Any) -> int:
+    return int(value) if type(value) is int else 0
+
+
+class LedgerProjection:
+    name = "ledger"
+    version = 2
+    prefixes = (et.PREFIX,)
+    tables = TABLES
+
+    def create(self, tx: Tx) -> None:
+        for stmt in _DDL:
+            tx.execute(tx.ddl(stmt))
+        zeros = ", ".join("?" for _ in _STATE_COLS)
+        values: list[Any] = [0] * len(_STATE_COLS)
+        for i, col in enumerate(_STATE_COLS):
+            if col in ("current_session", "halt_reason", "halted_ms", "last_reconcile_ms"):
+                values[i] = None
+        tx.execute(
+            f"INSERT INTO ledger_state (one, {', '.join(_STATE_COLS)}) VALUES (1, {zeros}) "
+            "ON CONFLICT (one) DO NOTHING",
+            values,
+        )
+
+    def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
+        state = read_state(tx)
+        if state is None:  # the row was deleted behind plaudit's back: start from zero again
+            self.create(tx)
+            state = read_state(tx)
+            assert state is not None
+        tx_rows: list[tuple[Any, ...]] = []
+        cats: dict[str, list[Any]] = {}
+        sessions: dict[str, list[int]] = {}
+        # The hot path (transactions) keeps its counters in locals, written back at the end.
+        total, rewards, penalties = state["total"], state["rewards"], state["penalties"]
+        count, last_running = state["tx_count"], state["last_running_total"]
+        actions, successes = state["actions_total"], state["actions_successful"]
+        failures, unverified = state["actions_failed"], state["unverified"]
+        for ev in events:
+            p = ev.payload
+            t = ev.type
+            if t == et.TRANSACTION:
+                points = _int(p.get("points"))
+                kind = p.get("kind", "record")
+                src = p.get("source")
+                session = p.get("session")
+                if not isinstance(session, str):
+                    session = None
+                category = str(p.get("category", ""))
+                ttype = str(p.get("type", "reward"))
+                verified = bool(p.get("verified"))
+                running = _int(p.get("running_total"))
+                has_src = isinstance(src, dict)
+                tx_rows.append(
+                    (
+                        ev.seq,
+                        ev.id,
+                        ev.ts_ms,
+                        category,
+                        ttype,
+                        points,
+                        running,
+                        int(verified),
+                        str(src.get("kind")) if has_src else None,
+                        str(src.get("id")) if has_src else None,
+                        str(p.get("action", "")),
+                        session,
+                        str(kind),
+                    )
+                )
+                total += points
+                if points > 0:
+                    rewards += points
+                else:
+                    penalties += points
+                count += 1
+                last_running = running
+                if kind in et.ACTION_KINDS:
+                    actions += 1
+                    if points > 0:
+                        successes += 1
+                    elif points < 0:
+                        failures += 1
+                    if not verified:
+                        unverified += 1
+                carry = p.get("carry")
+                if isinstance(carry, dict):
+                    state["carry_total"] += _int(carry.get("total"))
+                    state["carry_rewards"] += _int(carry.get("rewards"))
+                    state["carry_penalties"] += _int(carry.get("penalties"))
+                c = cats.get(category)
+                if c is None:
+                    c = cats[category] = [ttype, 0, 0]
+                c[1] += points
+                c[2] += 1
+                if session is not None:
+                    ss = sessions.get(session)
+                    if ss is None:
+                        ss = sessions[session] = [0, 0]
+                    ss[0] += points
+                    ss[1] += 1
+            elif t == et.SESSION_START:
+                self._flush(tx, tx_rows, cats, sessions)
+                sid = str(p.get("session", ev.session_id))
+                tx.execute(
+                    "INSERT INTO ledger_sessions (session, label, started_ms, ended_ms, start_seq,"
+                    " total, n) VALUES (?, ?, ?, NULL, ?, 0, 0) ON CONFLICT (session) DO UPDATE"
+                    " SET label = excluded.label, started_ms = excluded.started_ms,"
+                    " start_seq = excluded.start_seq",
+                    (sid, p.get("label"), ev.ts_ms, ev.seq),
+                )
+                state["current_session"] = sid
+            elif t == et.SESSION_END:
+                self._flush(tx, tx_rows, cats, sessions)
+                sid = str(p.get("session", ev.session_id))
+                tx.execute(
+                    "UPDATE ledger_sessions SET ended_ms = ? WHERE session = ?", (ev.ts_ms, sid)
+                )
+            elif t == et.SOURCE:
+                tx.execute(
+                    "INSERT INTO ledger_sources (kind, key, file, record, seq) VALUES (?,?,?,?,?)"
+                    " ON CONFLICT (kind, key) DO UPDATE SET file = excluded.file,"
+                    " record = excluded.record, seq = excluded.seq",
+                    (
+                        str(p.get("kind")),
+                        str(p.get("key")),
+                        str(p.get("file", "")),
+                        encode_json(p.get("record", {})),
+                        ev.seq,
+                    ),
+                )
+            elif t == et.CHECKPOINT:
+                tx.execute(
+                    "INSERT INTO ledger_checkpoints (seq, through_seq, head_hash, total, tx_count)"
+                    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (seq) DO NOTHING",
+                    (
+                        ev.seq,
+                        _int(p.get("through_seq")),
+                        str(p.get("head_hash", "")),
+                        _int(p.get("total")),
+                        _int(p.get("tx_count")),
+                    ),
+                )
+                state["last_checkpoint_count"] = _int(p.get("tx_count"))
+            elif t == et.HALT:
+                state["halted"] = 1
+                state["halt_reason"] = str(p.get("reason", ""))
+                state["halted_ms"] = ev.ts_ms
+            elif t == et.RESUME:
+                state["halted"] = 0
+                state["halt_reason"] = None
+                state["halted_ms"] = None
+            elif t == et.RECONCILE:
+                state["last_reconcile_ms"] = ev.ts_ms
+                state["last_reconcile_count"] = _int(p.get("tx_count"))
+            elif t == et.INCIDENT:
+                tx.execute(
+                    "INSERT INTO ledger_incidents (seq, id, ts_ms, kind, detail) VALUES (?,?,?,?,?)"
+                    " ON CONFLICT (seq) DO NOTHING",
+                    (ev.seq, ev.id, ev.ts_ms, str(p.get("kind", "")), encode_json(p)),
+                )
+        self._flush(tx, tx_rows, cats, sessions)
+        state.update(
+            total=total,
+            rewards=rewards,
+            penalties=penalties,
+            tx_count=count,
+            last_running_total=last_running,
+            actions_total=actions,
+            actions_successful=successes,
+            actions_failed=failures,
+            unverified=unverified,
+        )
+        sets = ", ".join(f"{c} = ?" for c in _STATE_COLS)
+        tx.execute(f"UPDATE ledger_state SET {sets} WHERE one = 1", [state[c] for c in _STATE_COLS])
+
+    @staticmethod
+    def _flush(
+        tx: Tx,
+        tx_rows: list[tuple[Any, ...]],
+        cats: dict[str, list[Any]],
+        sessions: dict[str, list[int]],
+    ) -> None:
+        if tx_rows:
+            tx.executemany(
+                "INSERT INTO ledger_tx (seq, id, ts_ms, category, type, points, running_total,"
+                " verified, source_kind, source_id, action, session, kind)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                tx_rows,
+            )
+            tx_rows.clear()
+        for name, (ttype, pts, n) in cats.items():
+            tx.execute(
+                "INSERT INTO ledger_categories (category, type, points, n) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (category) DO UPDATE SET points = ledger_categories.points"
+                " + excluded.points, n = ledger_categories.n + excluded.n",
+                (name, ttype, pts, n),
+            )
+        cats.clear()
+        for sid, (pts, n) in sessions.items():
+            tx.execute(
+                "INSERT INTO ledger_sessions (session, label, started_ms, ended_ms, start_seq,"
+                " total, n) VALUES (?, NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (session)"
+                " DO UPDATE SET total = ledger_sessions.total + excluded.total,"
+                " n = ledger_sessions.n + excluded.n",
+                (sid, pts, n),
+            )
+        sessions.clear()

@@ -1,0 +1,34 @@
+"""JSON rendering for every response: one error shape, and no 500 from a float.
+
+Starlette's JSONResponse refuses NaN and Infinity, so a statistic that happens to be undefined
+(the variance of an arm nobody pulled) would turn into a server error. msgspec writes those as
+`null`, which is what a JSON client can represent, and is faster besides.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.responses import JSONResponse
+
+_encoder = msgspec.json.Encoder()
+
+
+def json_bytes(value: Any) -> bytes:
+    return _encoder.encode(msgspec.to_builtins(value, builtin_types=(bytes,), str_keys=True))
+
+
+def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:
+    """Every error response: a kind, a sentence saying what was wrong, then details."""
+    return {"error": error, "message": message, **extra}
+
+
+class MsgspecJSONResponse(JSONResponse):
+    """JSONResponse that encodes with msgspec: NaN/Infinity become null instead of a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json_bytes(content)
+
+
+__all__ = ["MsgspecJSONResponse", "error_body", "json_bytes"]

@@ -1,0 +1,208 @@
+"""`/v1/ledger/...`: record, score, verify and audit the reward ledger over HTTP.
+
+Request models check shapes; the library checks meaning (unknown category, wrong sign, missing
+source) and its errors propagate to the app's handlers as 4xx bodies. While the server runs,
+reconciliation happens after every 10 transactions (checked after each write) and hourly (a
+background thread started by this router's lifespan).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from datetime import date
+from typing import Annotated, Any, Literal
+
+import msgspec
+from fastapi import APIRouter, Depends, FastAPI, Query
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from plaudit.core import Plaudit
+from plaudit.errors import PlauditError
+from plaudit.events import MAX_ID_LEN, MAX_NAME_LEN
+from plaudit.ledger.spec import MAX_ACTION_LEN, MAX_POINTS
+from plaudit.server.deps import get_plaudit, require_write
+
+MAX_BATCH = 10_000
+RECONCILE_CHECK_S = 60.0
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Hourly reconciliation while the server runs."""
+    from plaudit.ledger.scheduler import start_reconcile_thread
+
+    p = getattr(app.state, "plaudit", None)
+    stop = threading.Event()
+    if p is not None:
+        start_reconcile_thread(p, interval_s=RECONCILE_CHECK_S, stop=stop)
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+router = APIRouter(prefix="/v1/ledger", tags=["ledger"], lifespan=_lifespan)
+
+Name = Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LEN)]
+
+
+class RecordIn(BaseModel):
+    """One reward or penalty. `points` defaults to the category's; `key` makes retries safe."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    category: Annotated[StrictStr, Field(min_length=1, max_length=100, pattern=r"^[a-z_]+$")]
+    action: Annotated[StrictStr, Field(min_length=1, max_length=MAX_ACTION_LEN)]
+    points: Annotated[StrictInt, Field(ge=-MAX_POINTS, le=MAX_POINTS)] | None = None
+    source: Annotated[StrictStr, Field(min_length=3, max_length=MAX_ID_LEN + 50)] | None = None
+    session: Name | None = None
+    key: Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_LEN)] | None = None
+
+
+class BatchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    transactions: Annotated[list[RecordIn], Field(min_length=1, max_length=MAX_BATCH)]
+
+
+class SessionIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session: Name | None = None
+    label: Name | None = None
+
+
+class ReconcileIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    recover: StrictBool = False
+
+
+def _plain(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _after_write(p: Plaudit) -> None:
+    """Every 10 transactions: reconcile. A failure here never fails the write."""
+    with suppress(PlauditError):
+        p.ledger.maybe_reconcile()
+
+
+def _items(body: RecordIn) -> dict[str, Any]:
+    return body.model_dump(exclude_none=True)
+
+
+@router.post("/record", dependencies=[Depends(require_write)])
+def record(body: RecordIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    t = p.ledger.record(**_items(body))
+    _after_write(p)
+    return _plain(t)
+
+
+@router.post("/record-batch", dependencies=[Depends(require_write)])
+def record_batch(body: BatchIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    txs = p.ledger.record_batch([_items(t) for t in body.transactions])
+    _after_write(p)
+    return {"recorded": len(txs), "transactions": _plain(txs)}
+
+
+@router.get("/score")
+def score(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return p.ledger.score()
+
+
+@router.get("/transactions")
+def transactions(
+    limit: Annotated[int, Query(ge=0, le=10_000)] = 10,
+    category: Annotated[str | None, Query(max_length=100)] = None,
+    session: Annotated[str | None, Query(max_length=MAX_NAME_LEN)] = None,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    txs = p.ledger.transactions(limit, category=category or None, session=session or None)
+    return {"transactions": _plain(txs)}
+
+
+@router.get("/breakdown")
+def breakdown(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return p.ledger.breakdown()
+
+
+@router.get("/metrics")
+def metrics(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return p.ledger.metrics()
+
+
+@router.get("/verify")
+def verify(
+    full: bool = False,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """`full=true` recalculates from the first transaction rather than the newest checkpoint."""
+    return p.ledger.verify(full=full)
+
+
+@router.get("/sessions")
+def sessions(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return {"sessions": p.ledger.sessions()}
+
+
+@router.post("/sessions/start", dependencies=[Depends(require_write)])
+def session_start(body: SessionIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return p.ledger.start_session(body.session, label=body.label)
+
+
+@router.post("/sessions/end", dependencies=[Depends(require_write)])
+def session_end(body: SessionIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return p.ledger.end_session(body.session)
+
+
+@router.post("/audit", dependencies=[Depends(require_write)])
+def audit(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """The six-step audit. The export step records the head digest (no server-side file)."""
+    return p.ledger.audit()
+
+
+@router.post("/reconcile", dependencies=[Depends(require_write)])
+def reconcile(
+    body: ReconcileIn | None = None,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    out = p.ledger.reconcile()
+    if body is not None and body.recover:
+        out["recovery"] = p.ledger.recover_missing()
+    return out
+
+
+@router.post("/checkpoint", dependencies=[Depends(require_write)])
+def checkpoint(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    return _plain(p.ledger.checkpoint())
+
+
+@router.post("/apply-rules", dependencies=[Depends(require_write)])
+def apply_rules(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    out = p.ledger.apply_rules()
+    _after_write(p)
+    return out
+
+
+@router.get("/report")
+def report(
+    period: Literal["daily", "weekly", "monthly"] = "daily",
+    day: Annotated[date | None, Query(alias="date")] = None,
+    format: Literal["json", "markdown"] = "json",
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    r = p.ledger.report(period, day)
+    if format == "markdown":
+        from plaudit.ledger.reports import to_markdown
+
+        return {"markdown": to_markdown(r), "report": r}
+    return r
+
+
+@router.get("/progress")
+def progress(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """The progress.json document (the seed's schema), as the export would write it."""
+    return p.ledger.progress()

@@ -1,0 +1,150 @@
+"""`/v1/log/...`: append to, verify and inspect the hash-chained event log.
+
+The request model checks shapes (types, lengths, unknown fields) so a malformed body gets a 422
+that names the field; the library then checks content (namespaced types, control characters,
+JSON-safe numbers, payload size) and its `ValidationError` names `event[i].field`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from fastapi import APIRouter, Body, Depends, Path, Query
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictInt, StrictStr, Tag
+
+from plaudit.core import Plaudit
+from plaudit.errors import NotFoundError
+from plaudit.events import MAX_ID_LEN, MAX_NAME_LEN, MAX_SAFE_INT, StoredEvent
+from plaudit.server.deps import get_plaudit, require_write
+
+router = APIRouter(prefix="/v1/log", tags=["log"])
+PlauditDep = Annotated[Plaudit, Depends(get_plaudit)]
+
+#: Most events one append request may carry (the body size limit applies as well).
+MAX_BATCH = 10_000
+MAX_TAIL = 1_000
+
+
+class EventIn(BaseModel):
+    """One event. `id` and `ts_ms` are generated when omitted; give `id` to retry safely."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME_LEN)]
+    payload: dict[str, Any] = Field(default_factory=dict)
+    id: Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID_LEN)] | None = None
+    session_id: Annotated[StrictStr, Field(max_length=MAX_NAME_LEN)] = "default"
+    source: Annotated[StrictStr, Field(max_length=MAX_NAME_LEN)] = "plaudit"
+    ts_ms: Annotated[StrictInt, Field(ge=0, le=MAX_SAFE_INT)] | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+def _one_or_many(value: Any) -> str:
+    return "events" if isinstance(value, list) else "event"
+
+
+# A tagged union, so a bad body is reported once, as `body.event.type` or `body.events[3].type`,
+# rather than once per alternative.
+AppendBody = Annotated[
+    Annotated[EventIn, Tag("event")]
+    | Annotated[list[EventIn], Field(min_length=1, max_length=MAX_BATCH), Tag("events")],
+    Discriminator(_one_or_many),
+    Body(
+        openapi_examples={
+            "one": {
+                "summary": "one event",
+                "value": {"type": "myapp.thing.v1", "payload": {"answer": 42}},
+            },
+            "batch": {
+                "summary": "a batch, appended atomically",
+                "value": [
+                    {"type": "myapp.thing.v1", "payload": {"n": 1}, "id": "a1"},
+                    {"type": "myapp.thing.v1", "payload": {"n": 2}, "id": "a2"},
+                ],
+            },
+        }
+    ),
+]
+
+
+def _event_dict(e: StoredEvent) -> dict[str, Any]:
+    return msgspec.to_builtins(e)
+
+
+@router.post("/append", dependencies=[Depends(require_write)])
+def append(
+    body: AppendBody,
+    p: PlauditDep,
+    on_conflict: Annotated[
+        Literal["raise", "skip"],
+        Query(description="'raise': 409 if an id exists with other content; 'skip': report it"),
+    ] = "raise",
+) -> dict[str, Any]:
+    """Append one event or a list, atomically (all or none) and idempotently by id."""
+    events = body if isinstance(body, list) else [body]
+    result = p.log.append_batch(
+        [e.model_dump(exclude_none=True) for e in events], on_conflict=on_conflict
+    )
+    return {
+        "appended": result.appended,
+        "present": result.present,
+        "conflicts": result.conflicts,
+        "results": [{"id": r.id, "seq": r.seq, "status": r.status} for r in result.results],
+        "head": p.log.head().digest,
+    }
+
+
+@router.get("/verify")
+def verify(
+    p: PlauditDep,
+    against: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="An earlier head digest ('length:hash') the log must still extend.",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Recompute the whole hash chain; `ok` is false with the first bad position if broken."""
+    return msgspec.to_builtins(p.log.verify(against=against or None))
+
+
+@router.get("/head")
+def head(p: PlauditDep) -> dict[str, Any]:
+    """The log's length and last hash; keep `digest` to check later that history is unchanged."""
+    h = p.log.head()
+    return {"length": h.length, "hash": h.hash, "digest": h.digest}
+
+
+@router.get("/stats")
+def stats(p: PlauditDep) -> dict[str, Any]:
+    """Length, head, sessions, time range, counts by event type and projection positions."""
+    return msgspec.to_builtins(p.log.stats())
+
+
+@router.get("/tail")
+def tail(
+    p: PlauditDep,
+    n: Annotated[int, Query(ge=1, le=MAX_TAIL, description="How many of the newest events.")] = 10,
+    type: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LEN)]] | None,
+        Query(description="Only event types starting with this prefix (repeatable)."),
+    ] = None,
+) -> dict[str, Any]:
+    """The newest `n` events, oldest first."""
+    return {"events": [_event_dict(e) for e in p.log.tail(n, types=type or None)]}
+
+
+@router.get("/events/{event_id}")
+def get_event(
+    event_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_LEN)], p: PlauditDep
+) -> dict[str, Any]:
+    """One committed event by id, with its position and chain hash."""
+    e = p.log.get(event_id)
+    if e is None:
+        raise NotFoundError(f"no event with id {event_id!r} in the log")
+    return _event_dict(e)
+
+
+__all__ = ["EventIn", "router"]

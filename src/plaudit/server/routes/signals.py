@@ -1,0 +1,223 @@
+"""`/v1/signals/...`: router decisions, outcomes and overrides; export, audit and gates.
+
+Request models check shapes (types, lengths, ranges, unknown fields) so a malformed body gets a
+422 naming the field; the library checks content (control characters, JSON-safe values) and its
+`ValidationError` names the field too. Handlers are plain `def`: the store is synchronous.
+
+Paths in request bodies (`output_dir`, `seq_mem`, `summary_path`, `report_out`) are confined to
+one directory, the export root: `app.state.export_root` or `$PLAUDIT_EXPORT_ROOT`. Without one,
+those features answer 400, so an HTTP client can never read or write elsewhere on the server.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path as FsPath
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+
+from plaudit.core import Plaudit
+from plaudit.errors import ConfigError, ValidationError
+from plaudit.server.deps import get_plaudit, require_write
+from plaudit.signals.contract import MAX_ID, MAX_INTENT, MAX_TEXT
+
+router = APIRouter(prefix="/v1/signals", tags=["signals"])
+
+EXPORT_ROOT_ENV = "PLAUDIT_EXPORT_ROOT"
+
+
+def _confine(request: Request, field: str, value: str | None) -> str | None:
+    """Resolve a body path inside the export root; refuse anything outside it."""
+    if value is None:
+        return None
+    root_setting = getattr(request.app.state, "export_root", None) or os.environ.get(
+        EXPORT_ROOT_ENV
+    )
+    if not root_setting:
+        raise ConfigError(
+            f"{field}: server-side files are disabled; start the server with "
+            f"{EXPORT_ROOT_ENV}=DIR to allow exports and audits under DIR"
+        )
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
+    root = FsPath(root_setting).expanduser().resolve()
+    target = (root / value).resolve()
+    if not target.is_relative_to(root):
+        raise ValidationError(field, f"must stay inside the export root {str(root)!r}")
+    return str(target)
+
+
+Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT)]
+Task = Annotated[StrictStr, Field(min_length=1, max_length=MAX_TEXT)]
+LongText = Annotated[StrictStr, Field(max_length=MAX_INTENT)]
+Ts = Annotated[StrictInt, Field(ge=1, le=2**53 - 1)]
+Path = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
+Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DecisionIn(_In):
+    decision_id: Id
+    chosen_task: Task
+    confidence: Unit
+    user_intent: LongText
+    session_id: Text | None = None
+    candidates: list[Any] = Field(default_factory=list, max_length=1000)
+    context: dict[str, Any] = Field(default_factory=dict)
+    project_fingerprint: Text = ""
+    project_path: Text = ""
+    git_branch: Text = ""
+    git_commit: Text = ""
+    user_hash: Text = ""
+    source: Text = "flow"
+    ts_ms: Ts | None = None
+    propensity: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
+
+
+class OutcomeIn(_In):
+    decision_id: Id
+    outcome: Literal["success", "partial", "failure", "wasted"]
+    task_executed: Task
+    time_to_resolution_ms: Annotated[StrictInt, Field(ge=0, le=2**53 - 1)] = 0
+    manual_override_task: Text = ""
+    error_kind: Text = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    session_id: Text | None = None
+    source: Text = "flow"
+    ts_ms: Ts | None = None
+
+
+class OverrideIn(_In):
+    decision_id: Id
+    original_task: Task
+    override_task: Task
+    reason: LongText = ""
+    session_id: Text | None = None
+    source: Text = "flow"
+    ts_ms: Ts | None = None
+
+
+Percent = Annotated[StrictInt, Field(ge=0, le=100)]
+RewardMap = dict[Literal["success", "partial", "failure", "wasted"], float]
+
+
+class ExportIn(_In):
+    """Export to a directory on the server; without `seq_mem` the log is exported."""
+
+    output_dir: Path
+    seq_mem: Path | None = None
+    seed: Annotated[StrictInt, Field(ge=-(2**53), le=2**53)] = 42
+    val_percent: Percent = 10
+    test_percent: Percent = 10
+    history_size: Annotated[StrictInt, Field(ge=0, le=1000)] = 3
+    max_age_hours: Annotated[StrictInt, Field(ge=0, le=10_000_000)] = 168
+    split_by: Literal["decision", "session"] = "decision"
+    formats: list[Literal["jsonl", "parquet", "preference", "chat"]] = Field(
+        default_factory=lambda: ["jsonl"], min_length=1, max_length=4
+    )
+    rewards: RewardMap = Field(default_factory=dict)
+
+
+class Limits(_In):
+    min_decisions: StrictInt | None = None
+    min_joined: StrictInt | None = None
+    min_link_rate: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    max_task_dominance: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    min_overrides: StrictInt | None = None
+    min_failureish: StrictInt | None = None
+    max_split_leakage: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    min_rows_per_task: StrictInt | None = None
+    max_duplicate_rate: Annotated[float, Field(allow_inf_nan=False)] | None = None
+
+
+class AuditIn(Limits):
+    """Audit `summary` (an export summary object), else `summary_path` (a summary.json on the
+    server), else the log's own summary. `report_out` writes audit.json there."""
+
+    summary: dict[str, Any] | None = None
+    summary_path: Path | None = None
+    report_out: Path | None = None
+    max_age_hours: Annotated[StrictInt, Field(ge=0, le=10_000_000)] = 168
+
+
+@router.post("/decision", dependencies=[Depends(require_write)])
+def decision(body: DecisionIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """Record `flow.router.decision.v1`; idempotent per decision id."""
+    return p.signals.decision(**body.model_dump())
+
+
+@router.post("/outcome", dependencies=[Depends(require_write)])
+def outcome(body: OutcomeIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """Record `flow.router.outcome.v1`; idempotent per decision id."""
+    return p.signals.outcome(**body.model_dump())
+
+
+@router.post("/override", dependencies=[Depends(require_write)])
+def override(body: OverrideIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """Record `flow.router.override.v1`; idempotent per (decision, original, override)."""
+    return p.signals.override(**body.model_dump())
+
+
+@router.post("/export", dependencies=[Depends(require_write)])
+def export(
+    body: ExportIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """Write train/val/test files and summary.json to `output_dir` (under the export root);
+    returns the summary."""
+    options = body.model_dump()
+    output_dir = _confine(request, "output_dir", options.pop("output_dir"))
+    options["seq_mem"] = _confine(request, "seq_mem", options["seq_mem"])
+    return p.signals.export(output_dir, **options)
+
+
+@router.post("/audit", dependencies=[Depends(require_write)])
+def audit(
+    body: AuditIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """The audit report: every gate with actual, threshold and pass."""
+    data = body.model_dump()
+    limits = {k: v for k in Limits.model_fields if (v := data[k]) is not None}
+    report_out = _confine(request, "report_out", data["report_out"])
+    data["summary_path"] = _confine(request, "summary_path", data["summary_path"])
+    if data["summary"] is not None:
+        from plaudit.signals.audit import audit as run_audit
+
+        return run_audit(data["summary"], limits=limits, report_out=report_out)
+    if data["summary_path"] is not None:
+        from plaudit.signals.audit import audit as run_audit
+
+        return run_audit(
+            data["summary_path"], limits=limits, report_out=report_out, write=report_out is not None
+        )
+    return p.signals.audit(
+        None, report_out=report_out, max_age_hours=data["max_age_hours"], **limits
+    )
+
+
+@router.get("/gates")
+def gates(
+    max_age_hours: int = Query(168, ge=0, le=10_000_000),
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """The reference gates over the log, default thresholds (env overrides apply)."""
+    return p.signals.gates(max_age_hours=max_age_hours)
+
+
+@router.get("/summary")
+def summary(
+    max_age_hours: int = Query(168, ge=0, le=10_000_000),
+    split_by: Literal["decision", "session"] = "decision",
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """The export summary of the log, computed in memory (nothing is written)."""
+    return p.signals.summary(max_age_hours=max_age_hours, split_by=split_by)

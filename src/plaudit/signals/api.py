@@ -1,0 +1,187 @@
+"""`Plaudit.signals`: the router signal contract as a Python API."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from plaudit.signals import contract
+from plaudit.signals.emit import record
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+    from plaudit.signals.join import Progress
+
+PathLike = str | os.PathLike[str]
+
+
+class Signals:
+    """Record router decisions, outcomes and overrides; export and audit them.
+
+    Every emit is validated (the error names the field, nothing is written), `context` is
+    redacted, and re-emitting the same event is acknowledged as `present`.
+    """
+
+    def __init__(self, plaudit: Plaudit) -> None:
+        self.plaudit = plaudit
+
+    # -- emit ---------------------------------------------------------------------------
+    def decision(
+        self,
+        decision_id: str,
+        chosen_task: str,
+        confidence: float,
+        user_intent: str,
+        *,
+        session_id: str | None = None,
+        candidates: Sequence[Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        project_fingerprint: str = "",
+        project_path: str = "",
+        git_branch: str = "",
+        git_commit: str = "",
+        user_hash: str = "",
+        source: str = contract.DEFAULT_SOURCE,
+        ts_ms: int | None = None,
+        propensity: float | None = None,
+        seq_mem: PathLike | None = None,
+    ) -> dict[str, Any]:
+        e = contract.build_decision(
+            decision_id=decision_id,
+            chosen_task=chosen_task,
+            confidence=confidence,
+            user_intent=user_intent,
+            session_id=session_id,
+            candidates=candidates,
+            context=context,
+            project_fingerprint=project_fingerprint,
+            project_path=project_path,
+            git_branch=git_branch,
+            git_commit=git_commit,
+            user_hash=user_hash,
+            source=source,
+            ts_ms=ts_ms,
+            propensity=propensity,
+        )
+        return record(self.plaudit, e, seq_mem=seq_mem)
+
+    def outcome(
+        self,
+        decision_id: str,
+        outcome: str,
+        task_executed: str,
+        time_to_resolution_ms: int = 0,
+        *,
+        manual_override_task: str = "",
+        error_kind: str = "",
+        extra: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        source: str = contract.DEFAULT_SOURCE,
+        ts_ms: int | None = None,
+        seq_mem: PathLike | None = None,
+    ) -> dict[str, Any]:
+        e = contract.build_outcome(
+            decision_id=decision_id,
+            outcome=outcome,
+            task_executed=task_executed,
+            time_to_resolution_ms=time_to_resolution_ms,
+            manual_override_task=manual_override_task,
+            error_kind=error_kind,
+            extra=extra,
+            session_id=session_id,
+            source=source,
+            ts_ms=ts_ms,
+        )
+        return record(self.plaudit, e, seq_mem=seq_mem)
+
+    def override(
+        self,
+        decision_id: str,
+        original_task: str,
+        override_task: str,
+        *,
+        reason: str = "",
+        session_id: str | None = None,
+        source: str = contract.DEFAULT_SOURCE,
+        ts_ms: int | None = None,
+        seq_mem: PathLike | None = None,
+    ) -> dict[str, Any]:
+        e = contract.build_override(
+            decision_id=decision_id,
+            original_task=original_task,
+            override_task=override_task,
+            reason=reason,
+            session_id=session_id,
+            source=source,
+            ts_ms=ts_ms,
+        )
+        return record(self.plaudit, e, seq_mem=seq_mem)
+
+    # -- export and audit ---------------------------------------------------------------
+    def export(
+        self,
+        output_dir: PathLike | None,
+        *,
+        seq_mem: PathLike | None = None,
+        seed: int = 42,
+        val_percent: int = 10,
+        test_percent: int = 10,
+        history_size: int = 3,
+        max_age_hours: int = 168,
+        split_by: str = "decision",
+        formats: Sequence[str] = ("jsonl",),
+        rewards: Mapping[str, float] | None = None,
+        now_ms: int | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Export the log (or `seq_mem`, when given) to `output_dir`; returns summary.json's
+        content. `output_dir=None` computes the summary without writing anything."""
+        from plaudit.signals.export import export
+
+        return export(
+            plaudit=self.plaudit,
+            seq_mem=seq_mem,
+            output_dir=output_dir,
+            seed=seed,
+            val_percent=val_percent,
+            test_percent=test_percent,
+            history_size=history_size,
+            max_age_hours=max_age_hours,
+            split_by=split_by,
+            formats=formats,
+            rewards=rewards,
+            now_ms=now_ms,
+            progress=progress,
+        )
+
+    def summary(self, **options: Any) -> dict[str, Any]:
+        """The export summary of the log, computed in memory (no files)."""
+        return self.export(None, **options)
+
+    def audit(
+        self,
+        summary: Mapping[str, Any] | PathLike | None = None,
+        *,
+        report_out: PathLike | None = None,
+        write: bool = True,
+        max_age_hours: int = 168,
+        **limits: Any,
+    ) -> dict[str, Any]:
+        """Audit a summary (a mapping or a summary.json path; default: the log's own).
+
+        `limits` are gate thresholds by gate name (min_decisions=..., max_split_leakage=...).
+        """
+        from plaudit.signals.audit import audit
+
+        if summary is None:
+            summary = self.summary(max_age_hours=max_age_hours)
+        return audit(summary, limits=limits, report_out=report_out, write=write)
+
+    def gates(self, *, max_age_hours: int = 168, **limits: Any) -> dict[str, Any]:
+        """The dashboard's view: the log's gates with default thresholds (env overrides apply);
+        nothing is written."""
+        from plaudit.signals.audit import gate_list
+
+        report = self.audit(None, write=False, max_age_hours=max_age_hours, **limits)
+        return {"passed": report["pass"], "gates": gate_list(report["gates"])}

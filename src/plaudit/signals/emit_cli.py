@@ -1,0 +1,204 @@
+"""`plaudit signal emit decision|outcome|override`: the shell-hook fast path.
+
+`plaudit.cli.main` calls :func:`main` before click is imported, because hooks run this once per
+routing event. It accepts the reference emitter's flags and defaults exactly, so a hook line
+works by swapping the command name; it uses only argparse, msgspec and the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from plaudit.errors import PlauditError, ValidationError
+
+USAGE_EXIT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports `error: ...` on one line, like the rest of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message} (in `{self.prog}`; see --help)\n")
+        raise SystemExit(USAGE_EXIT)
+
+
+def _globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    # On subcommands the defaults are suppressed so they do not erase values given earlier.
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument("--db", default=default, metavar="PATH|DSN", help="SQLite path or DSN")
+    parser.add_argument(
+        "--seq-mem", default=default, metavar="PATH", help="also append the row to this file"
+    )
+    parser.add_argument(
+        "--no-log",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="only append to --seq-mem; do not open the event log",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="plaudit signal emit", description="Record a Flow router event (drop-in emitter)."
+    )
+    _globals(parser, top=True)
+    sub = parser.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--session-id", default="")
+        p.add_argument("--source", default="flow")
+        p.add_argument("--ts-ms", type=int)
+        _globals(p, top=False)
+
+    d = sub.add_parser("decision", help="emit flow.router.decision.v1")
+    d.add_argument("--decision-id", required=True)
+    d.add_argument("--chosen-task", required=True)
+    d.add_argument("--confidence", type=float, required=True)
+    d.add_argument("--user-intent", default="")
+    d.add_argument("--candidates-json", help="JSON list of candidate tasks/scores")
+    d.add_argument("--context-json", help="JSON object with runtime context")
+    d.add_argument("--project-fingerprint", default="")
+    d.add_argument("--project-path", default="")
+    d.add_argument("--git-branch", default="")
+    d.add_argument("--git-commit", default="")
+    d.add_argument("--user-hash", default="")
+    d.add_argument("--propensity", type=float, help="probability the router picked this task")
+    common(d)
+
+    o = sub.add_parser("outcome", help="emit flow.router.outcome.v1")
+    o.add_argument("--decision-id", required=True)
+    o.add_argument("--outcome", required=True, choices=["success", "partial", "failure", "wasted"])
+    o.add_argument("--task-executed", required=True)
+    o.add_argument("--time-to-resolution-ms", type=int, default=0)
+    o.add_argument("--manual-override-task", default="")
+    o.add_argument("--error-kind", default="")
+    o.add_argument("--extra-json", help="JSON object with extra metrics")
+    common(o)
+
+    v = sub.add_parser("override", help="emit flow.router.override.v1")
+    v.add_argument("--decision-id", required=True)
+    v.add_argument("--original-task", required=True)
+    v.add_argument("--override-task", required=True)
+    v.add_argument("--reason", default="")
+    common(v)
+    return parser
+
+
+def _json_arg(flag: str, raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ValidationError(flag, f"is not valid JSON: {exc}") from None
+
+
+def split_argv(argv: Sequence[str]) -> list[str]:
+    """Drop the program's own words: `[--db X] [--seq-mem P] signal emit ...` -> options."""
+    args = list(argv)
+    for i in range(len(args) - 1):
+        if args[i] == "signal" and args[i + 1] == "emit":
+            return args[:i] + args[i + 2 :]
+    return args
+
+
+def run(argv: Sequence[str]) -> int:
+    args = build_parser().parse_args(split_argv(argv))
+    from plaudit.signals import contract
+
+    where = f"plaudit signal emit {args.cmd}"
+    if args.cmd == "decision":
+        emission = contract.build_decision(
+            decision_id=args.decision_id,
+            chosen_task=args.chosen_task,
+            confidence=args.confidence,
+            user_intent=args.user_intent,
+            session_id=args.session_id,
+            candidates=_json_arg("--candidates-json", args.candidates_json),
+            context=_json_arg("--context-json", args.context_json),
+            project_fingerprint=args.project_fingerprint,
+            project_path=args.project_path,
+            git_branch=args.git_branch,
+            git_commit=args.git_commit,
+            user_hash=args.user_hash,
+            source=args.source,
+            ts_ms=args.ts_ms,
+            propensity=args.propensity,
+            where=where,
+        )
+    elif args.cmd == "outcome":
+        emission = contract.build_outcome(
+            decision_id=args.decision_id,
+            outcome=args.outcome,
+            task_executed=args.task_executed,
+            time_to_resolution_ms=args.time_to_resolution_ms,
+            manual_override_task=args.manual_override_task,
+            error_kind=args.error_kind,
+            extra=_json_arg("--extra-json", args.extra_json),
+            session_id=args.session_id,
+            source=args.source,
+            ts_ms=args.ts_ms,
+            where=where,
+        )
+    else:
+        emission = contract.build_override(
+            decision_id=args.decision_id,
+            original_task=args.original_task,
+            override_task=args.override_task,
+            reason=args.reason,
+            session_id=args.session_id,
+            source=args.source,
+            ts_ms=args.ts_ms,
+            where=where,
+        )
+    if args.no_log and not args.seq_mem:
+        raise ValidationError("--no-log", "needs --seq-mem PATH, or nothing would be recorded")
+
+    from plaudit.signals.emit import record
+
+    if args.no_log:
+        result = record(None, emission, seq_mem=args.seq_mem)
+    else:
+        from plaudit.core import Plaudit
+
+        with Plaudit.open(args.db) as p:
+            result = record(p, emission, seq_mem=args.seq_mem)
+    line = f"emitted {emission.type} decision_id={emission.decision_id}"
+    if args.cmd == "outcome":
+        line += f" outcome={args.outcome}"
+    if result["status"] == "present":
+        line += " (already recorded)"
+    print(line)
+    return 0
+
+
+def main(args: Sequence[str]) -> int:
+    """Entry point; `args` is the whole argv after the program name. Never raises."""
+    try:
+        return run(args)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except PlauditError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("PLAUDIT_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"internal error: {type(exc).__name__}: {exc} (set PLAUDIT_DEBUG=1 for a traceback)\n"
+        )
+        return 70
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,388 @@
+"""Export: collect, join, deduplicate, split, write, summarise; all or nothing on disk.
+
+Files are written into a temporary directory inside the output directory, fsynced, then moved
+into place with `os.replace`, `summary.json` last. A failed or killed export therefore leaves the
+previous outputs as they were (at worst a stale `.plaudit-export-*` directory, which the next
+export removes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plaudit.errors import ValidationError
+from plaudit.signals.contract import PREFIX
+from plaudit.signals.formats import FORMATS, RowWriter, open_writer
+from plaudit.signals.join import REWARDS, Collector, Progress, joined_rows
+from plaudit.signals.split import SPLITS, assign, clamp_percents
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+
+SCHEMA_VERSION = "flow_router_signal_export_v1"
+TMP_PREFIX = ".plaudit-export-"
+
+
+def check_options(
+    *,
+    split_by: str,
+    formats: Sequence[str],
+    rewards: Mapping[str, Any] | None,
+    history_size: int,
+    max_age_hours: int,
+    seed: int,
+) -> dict[str, float]:
+    """Validate export options; returns the effective reward map."""
+    if split_by not in ("decision", "session"):
+        raise ValidationError("split_by", f"{split_by!r} is not 'decision' or 'session'")
+    if not formats:
+        raise ValidationError("format", "at least one format is needed")
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise ValidationError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    for name, value in (("history_size", history_size), ("max_age_hours", max_age_hours)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValidationError("seed", f"must be an integer, got {type(seed).__name__}")
+    merged = dict(REWARDS)
+    for key, value in (rewards or {}).items():
+        if key not in REWARDS:
+            raise ValidationError(
+                f"rewards.{key}", f"unknown outcome (known: {', '.join(REWARDS)})"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(f"rewards.{key}", f"must be a number, got {type(value).__name__}")
+        if not math.isfinite(value):
+            raise ValidationError(f"rewards.{key}", "must be a finite number")
+        merged[key] = float(value)
+    return merged
+
+
+def _check_path(field: str, value: str | os.PathLike[str]) -> Path:
+    text = os.fspath(value)
+    if not text or "\x00" in text:
+        raise ValidationError(field, "must be a non-empty path without NUL characters")
+    return Path(text).expanduser().resolve()
+
+
+def _clean_stale(out_root: Path) -> None:
+    for entry in out_root.glob(f"{TMP_PREFIX}*"):
+        pid = entry.name[len(TMP_PREFIX) :].split("-", 1)[0]
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(entry, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+class _Outputs:
+    """Writers for every (format, split), in a temp dir until `commit`."""
+
+    def __init__(self, out_root: Path, formats: Sequence[str]) -> None:
+        self.out_root = out_root
+        self.formats = list(dict.fromkeys(formats))
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=out_root))
+        self.writers: dict[str, list[RowWriter]] = {s: [] for s in SPLITS}
+        for split in SPLITS:
+            for fmt in self.formats:
+                self.writers[split].append(open_writer(fmt, self.tmp, split))
+
+    def write(self, split: str, row: dict[str, Any]) -> None:
+        for w in self.writers[split]:
+            w.write(row)
+
+    def close(self) -> None:
+        for ws in self.writers.values():
+            for w in ws:
+                w.close()
+
+    def final(self, tmp_path: Path) -> Path:
+        return self.out_root / tmp_path.name
+
+    def outputs(self) -> dict[str, Any]:
+        # train/val/test name the first format's files, as the reference's keys do.
+        out: dict[str, Any] = {s: str(self.final(self.writers[s][0].path)) for s in SPLITS}
+        out["summary"] = str(self.out_root / "summary.json")
+        out["files"] = {
+            fmt: {s: str(self.final(self.writers[s][i].path)) for s in SPLITS}
+            for i, fmt in enumerate(self.formats)
+        }
+        return out
+
+    def commit(self, summary_bytes: bytes) -> None:
+        summary_tmp = self.tmp / "summary.json"
+        with open(summary_tmp, "wb") as f:
+            f.write(summary_bytes)
+            f.flush()
+            os.fsync(f.fileno())
+        for ws in self.writers.values():
+            for w in ws:
+                os.replace(w.path, self.final(w.path))
+        os.replace(summary_tmp, self.out_root / "summary.json")
+        _fsync_dir(self.out_root)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def abort(self) -> None:
+        for ws in self.writers.values():
+            for w in ws:
+                with contextlib.suppress(Exception):  # best effort while failing anyway
+                    w.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def collect_seq_mem(
+    path: Path, *, now_ms: int, max_age_hours: int, progress: Progress | None
+) -> Collector:
+    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours)
+    try:
+        size = path.stat().st_size
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ValidationError("seq_mem", f"cannot read {str(path)!r}: {reason}") from None
+    with f:
+        col.feed_lines(f, where=str(path), progress=progress, total=size)
+    return col
+
+
+def collect_log(
+    plaudit: Plaudit, *, now_ms: int, max_age_hours: int, progress: Progress | None
+) -> Collector:
+    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours)
+    col.feed_events(plaudit.log.replay(types=[PREFIX]), progress=progress)
+    return col
+
+
+def export(
+    *,
+    plaudit: Plaudit | None = None,
+    seq_mem: str | os.PathLike[str] | None = None,
+    output_dir: str | os.PathLike[str] | None,
+    seed: int = 42,
+    val_percent: int = 10,
+    test_percent: int = 10,
+    history_size: int = 3,
+    max_age_hours: int = 168,
+    split_by: str = "decision",
+    formats: Sequence[str] = ("jsonl",),
+    rewards: Mapping[str, Any] | None = None,
+    now_ms: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Export from `seq_mem` when given, else from the log; returns the summary.
+
+    With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
+    """
+    reward_map = check_options(
+        split_by=split_by,
+        formats=formats,
+        rewards=rewards,
+        history_size=history_size,
+        max_age_hours=max_age_hours,
+        seed=seed,
+    )
+    for name, value in (("val_percent", val_percent), ("test_percent", test_percent)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
+    val_pct, test_pct = clamp_percents(val_percent, test_percent)
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    out_root = _check_path("output_dir", output_dir) if output_dir is not None else None
+    seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
+    if seq_path is None and plaudit is None:
+        raise ValidationError("seq_mem", "give a seq_mem file or an open store to export from")
+
+    # The export builds hundreds of thousands of small acyclic objects; the cyclic collector
+    # would rescan them all again and again (it doubled the run time) and can free nothing.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _export(
+            plaudit,
+            seq_path,
+            out_root,
+            now=now,
+            seed=seed,
+            val_pct=val_pct,
+            test_pct=test_pct,
+            history_size=history_size,
+            max_age_hours=max_age_hours,
+            split_by=split_by,
+            formats=formats,
+            reward_map=reward_map,
+            progress=progress,
+        )
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _export(
+    plaudit: Plaudit | None,
+    seq_path: Path | None,
+    out_root: Path | None,
+    *,
+    now: int,
+    seed: int,
+    val_pct: int,
+    test_pct: int,
+    history_size: int,
+    max_age_hours: int,
+    split_by: str,
+    formats: Sequence[str],
+    reward_map: dict[str, float],
+    progress: Progress | None,
+) -> dict[str, Any]:
+    if seq_path is not None:
+        col = collect_seq_mem(seq_path, now_ms=now, max_age_hours=max_age_hours, progress=progress)
+    else:
+        assert plaudit is not None
+        col = collect_log(plaudit, now_ms=now, max_age_hours=max_age_hours, progress=progress)
+    collected = col.out
+
+    outputs: _Outputs | None = None
+    if out_root is not None:
+        try:
+            out_root.mkdir(parents=True, exist_ok=True)
+            _clean_stale(out_root)
+            outputs = _Outputs(out_root, formats)
+        except OSError as exc:
+            raise ValidationError(
+                "output_dir", f"cannot write to {str(out_root)!r}: {exc.strerror or exc}"
+            ) from None
+    try:
+        summary = _run(
+            collected,
+            outputs,
+            seed=seed,
+            val_pct=val_pct,
+            test_pct=test_pct,
+            history_size=history_size,
+            split_by=split_by,
+            rewards=reward_map,
+            progress=progress,
+        )
+        summary["generated_at_ms"] = now
+        summary["input"] = {
+            "seq_mem": str(seq_path) if seq_path is not None else None,
+            "max_age_hours": max_age_hours,
+            "seed": seed,
+            "val_percent": val_pct,
+            "test_percent": test_pct,
+            "history_size": history_size,
+            "source": "seq_mem" if seq_path is not None else "log",
+            "db": None if seq_path is not None or plaudit is None else plaudit.backend.describe(),
+            "split_by": split_by,
+            "formats": list(dict.fromkeys(formats)),
+            "rewards": reward_map,
+        }
+        summary = _ordered(summary)
+        if outputs is not None:
+            import json
+
+            summary["outputs"] = outputs.outputs()
+            outputs.close()
+            outputs.commit((json.dumps(summary, indent=2) + "\n").encode())
+        else:
+            summary["outputs"] = {}
+    except BaseException as exc:
+        if outputs is not None:
+            outputs.abort()
+        if isinstance(exc, OSError):
+            raise ValidationError(
+                "output_dir", f"writing the export failed: {exc.strerror or exc}"
+            ) from None
+        raise
+    return summary
+
+
+def _ordered(summary: dict[str, Any]) -> dict[str, Any]:
+    keys = ("schema_version", "generated_at_ms", "input", "counts", "quality", "distributions")
+    out = {k: summary[k] for k in keys if k in summary}
+    out.update({k: v for k, v in summary.items() if k not in out})
+    return out
+
+
+def _run(
+    collected: Any,
+    outputs: _Outputs | None,
+    *,
+    seed: int,
+    val_pct: int,
+    test_pct: int,
+    history_size: int,
+    split_by: str,
+    rewards: dict[str, float],
+    progress: Progress | None,
+) -> dict[str, Any]:
+    counts = collected.counts
+    outcome_counts: Counter[str] = Counter()
+    task_counts: Counter[str] = Counter()
+    split_rows = dict.fromkeys(SPLITS, 0)
+    session_splits: dict[str, int] = {}
+    bit = {"train": 1, "val": 2, "test": 4}
+    rows: Iterable[dict[str, Any]] = joined_rows(
+        collected, history_size=history_size, rewards=rewards, progress=progress
+    )
+    for row in rows:
+        split = assign(
+            row["id"],
+            row["session_id"],
+            seed=seed,
+            val_percent=val_pct,
+            test_percent=test_pct,
+            by=split_by,  # type: ignore[arg-type]
+        )
+        split_rows[split] += 1
+        outcome_counts[row["outcome"] or "unknown"] += 1
+        task_counts[row["chosen_task"] or "unknown"] += 1
+        session = row["session_id"]
+        if session:
+            session_splits[session] = session_splits.get(session, 0) | bit[split]
+        if outputs is not None:
+            outputs.write(split, row)
+    counts.train_rows = split_rows["train"]
+    counts.val_rows = split_rows["val"]
+    counts.test_rows = split_rows["test"]
+    joined = counts.joined_rows
+    leaking = sum(1 for m in session_splits.values() if m & (m - 1))
+    seen = counts.decisions + counts.duplicate_decision_ids
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "counts": counts.to_dict(),
+        "quality": {
+            "decision_outcome_link_rate": round(joined / max(1, counts.decisions), 6),
+            "override_rate": round(counts.overrides / max(1, joined), 6),
+            "task_dominance": round(
+                (task_counts.most_common(1)[0][1] / max(1, joined)) if task_counts else 0.0, 6
+            ),
+            "duplicate_rate": round(
+                (counts.duplicate_decision_ids + counts.dropped_duplicate_rows) / max(1, seen), 6
+            ),
+            "sessions": len(session_splits),
+            "split_leakage_sessions": leaking,
+            "split_leakage_rate": round(leaking / max(1, len(session_splits)), 6),
+        },
+        "distributions": {"outcomes": dict(outcome_counts), "chosen_tasks": dict(task_counts)},
+        "conflicts": list(collected.conflicts),
+        "parse_error_samples": list(collected.errors),
+    }

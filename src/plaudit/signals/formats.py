@@ -1,0 +1,246 @@
+"""Output formats for exported rows: one writer per (format, split).
+
+* ``jsonl``: the reference exporter's rows, one JSON object per line.
+* ``parquet``: the same rows with a fixed schema; ``context`` and ``candidates`` are free-form,
+  so they are stored as JSON text columns.
+* ``preference``: pairs from overridden decisions: ``prompt``, ``chosen`` (the task the user
+  switched to), ``rejected`` (the task the router chose), as DPO-style trainers read them.
+* ``chat``: ``prompt`` as a list of messages, ``answer`` and ``info``, as RL trainers read them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+
+from plaudit.errors import ValidationError
+
+FORMATS = ("jsonl", "parquet", "preference", "chat")
+SUFFIX = {
+    "jsonl": ".jsonl",
+    "parquet": ".parquet",
+    "preference": ".preference.jsonl",
+    "chat": ".chat.jsonl",
+}
+SYSTEM_PROMPT = (
+    "You are a task router. Given the user's intent, the project context, the candidate tasks "
+    "and the recent routing history, answer with the single task to run."
+)
+
+_enc = msgspec.json.Encoder()
+_canon = msgspec.json.Encoder(order="sorted")
+
+
+class RowWriter(Protocol):
+    path: Path
+    rows: int
+
+    def write(self, row: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def prompt_text(row: dict[str, Any]) -> str:
+    """The routing problem as text: intent, context, candidates, recent decisions."""
+    parts = [
+        f"Intent: {row.get('user_intent') or ''}",
+        f"Context: {_canon.encode(row.get('context') or {}).decode()}",
+        f"Candidates: {_canon.encode(row.get('candidates') or []).decode()}",
+    ]
+    history = row.get("event_history") or []
+    if history:
+        recent = ", ".join(f"t-{h['t_minus']}: {h['chosen_task']}" for h in history)
+        parts.append(f"Recent decisions: {recent}")
+    return "\n".join(parts)
+
+
+class _Lines:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows = 0
+        self._f = open(path, "wb", buffering=1 << 20)  # noqa: SIM115 - closed in close()
+
+    def _emit(self, obj: Any) -> None:
+        self._f.write(_enc.encode(obj))
+        self._f.write(b"\n")
+        self.rows += 1
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._emit(row)
+
+    def close(self) -> None:
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+
+class JsonlWriter(_Lines):
+    pass
+
+
+class PreferenceWriter(_Lines):
+    def write(self, row: dict[str, Any]) -> None:
+        chosen = row.get("manual_override_task") or ""
+        rejected = row.get("chosen_task") or ""
+        if not chosen or chosen == rejected:
+            return
+        self._emit(
+            {
+                "id": row["id"],
+                "prompt": prompt_text(row),
+                "chosen": chosen,
+                "rejected": rejected,
+                "session_id": row.get("session_id"),
+                "outcome": row.get("outcome"),
+            }
+        )
+
+
+class ChatWriter(_Lines):
+    def write(self, row: dict[str, Any]) -> None:
+        answer = row.get("manual_override_task") or row.get("task_executed") or row["chosen_task"]
+        self._emit(
+            {
+                "prompt": [
+                    {"role": "system", "content": SYSTEM_PROMPT},
+                    {"role": "user", "content": prompt_text(row)},
+                ],
+                "answer": answer,
+                "info": {
+                    "id": row["id"],
+                    "session_id": row.get("session_id"),
+                    "chosen_task": row.get("chosen_task"),
+                    "task_executed": row.get("task_executed"),
+                    "outcome": row.get("outcome"),
+                    "reward": row.get("reward"),
+                    "confidence": row.get("confidence"),
+                    "propensity": row.get("propensity"),
+                    "manual_override_task": row.get("manual_override_task"),
+                    "candidates": row.get("candidates"),
+                },
+            }
+        )
+
+
+class ParquetWriter:
+    BATCH = 10_000
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.path = path
+        self.rows = 0
+        self._pa = pa
+        text = pa.string()
+        history = pa.list_(
+            pa.struct(
+                [
+                    ("t_minus", pa.int64()),
+                    ("decision_id", text),
+                    ("chosen_task", text),
+                    ("ts_ms", pa.int64()),
+                ]
+            )
+        )
+        self.schema = pa.schema(
+            [
+                ("schema_version", text),
+                ("id", text),
+                ("ts_ms", pa.int64()),
+                ("source", text),
+                ("session_id", text),
+                ("project_fingerprint", text),
+                ("project_path", text),
+                ("git_branch", text),
+                ("git_commit", text),
+                ("user_hash", text),
+                ("user_intent", text),
+                ("context", text),
+                ("candidates", text),
+                ("chosen_task", text),
+                ("confidence", pa.float64()),
+                ("task_executed", text),
+                ("outcome", text),
+                ("time_to_resolution_ms", pa.int64()),
+                ("error_kind", text),
+                ("manual_override_task", text),
+                ("event_history", history),
+                ("reward", pa.float64()),
+                ("dedupe_id", text),
+                ("propensity", pa.float64()),
+            ]
+        )
+        self._writer = pq.ParquetWriter(str(path), self.schema, compression="zstd")
+        self._buf: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _text(v: Any) -> str | None:
+        if v is None or isinstance(v, str):
+            return v
+        return _canon.encode(v).decode()
+
+    def write(self, row: dict[str, Any]) -> None:
+        r = dict(row)
+        # seq_mem input may carry integers Parquet's int64 cannot hold: those become null.
+        r["ts_ms"] = _i64(r.get("ts_ms"))
+        r["time_to_resolution_ms"] = _i64(r.get("time_to_resolution_ms"))
+        r["event_history"] = [
+            {**h, "ts_ms": _i64(h.get("ts_ms"))} for h in r.get("event_history") or []
+        ]
+        for k in ("project_fingerprint", "project_path", "git_branch", "git_commit", "user_hash"):
+            r[k] = self._text(r.get(k))
+        r["user_intent"] = self._text(r.get("user_intent"))
+        r["context"] = _canon.encode(r.get("context") or {}).decode()
+        r["candidates"] = _canon.encode(r.get("candidates") or []).decode()
+        r["propensity"] = _f64(r.get("propensity"))
+        self._buf.append(r)
+        self.rows += 1
+        if len(self._buf) >= self.BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._buf:
+            try:
+                table = self._pa.Table.from_pylist(self._buf, schema=self.schema)
+            except (self._pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+                first = self._buf[0].get("id")
+                raise ValidationError(
+                    "format", f"rows from {first!r} on cannot be written as Parquet: {exc}"
+                ) from None
+            self._writer.write_table(table)
+            self._buf = []
+
+    def close(self) -> None:
+        self._flush()
+        self._writer.close()
+        with open(self.path, "rb+") as f:
+            os.fsync(f.fileno())
+
+
+def _f64(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+
+
+def _i64(value: Any) -> int | None:
+    if isinstance(value, int) and -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
+WRITERS: dict[str, type] = {
+    "jsonl": JsonlWriter,
+    "parquet": ParquetWriter,
+    "preference": PreferenceWriter,
+    "chat": ChatWriter,
+}
+
+
+def open_writer(fmt: str, directory: Path, split: str) -> RowWriter:
+    return WRITERS[fmt](directory / f"{split}{SUFFIX[fmt]}")

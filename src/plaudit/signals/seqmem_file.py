@@ -1,0 +1,69 @@
+"""Appending router events to a seq_mem.jsonl file, safely shared by concurrent emitters.
+
+The row matches the reference emitter's (`ts_ms`, `dur_us`, `ok`, `session_id`, `event_id`,
+`content_hash`, `name`, `subject` as a JSON string with sorted keys). Each row is written with
+one `write` under an exclusive `flock`, then fsynced, so parallel shell hooks never interleave
+or tear lines, and a row is on disk when the emitter reports success.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from typing import Any
+
+from plaudit.errors import ValidationError
+from plaudit.signals.contract import Emission
+
+
+def _safe_json(value: Any) -> str:
+    # The reference's encoding: ASCII-only, sorted keys, default separators.
+    return json.dumps(value, ensure_ascii=True, sort_keys=True)
+
+
+def seq_mem_row(emission: Emission, ts_ms: int) -> dict[str, Any]:
+    subject = _safe_json(emission.payload)
+    return {
+        "ts_ms": ts_ms,
+        "dur_us": 0,
+        "ok": emission.ok,
+        "session_id": emission.session_id,
+        "event_id": emission.id,
+        "content_hash": hashlib.sha256(subject.encode()).hexdigest(),
+        "name": emission.type,
+        "subject": subject,
+    }
+
+
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one line under an exclusive lock; raises ValidationError naming the path."""
+    data = (line.rstrip("\n") + "\n").encode()
+    target = os.path.expanduser(os.fspath(path))
+    try:
+        parent = os.path.dirname(os.path.abspath(target))
+        os.makedirs(parent, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ValidationError(
+            "seq_mem", f"cannot open {target!r} for appending: {reason}"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    except OSError as exc:
+        raise ValidationError("seq_mem", f"cannot append to {target!r}: {exc.strerror}") from None
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def append_row(path: str | os.PathLike[str], emission: Emission, ts_ms: int) -> dict[str, Any]:
+    row = seq_mem_row(emission, ts_ms)
+    append_line(path, _safe_json(row))
+    return row

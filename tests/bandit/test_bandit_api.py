@@ -1,0 +1,294 @@
+"""The library API on both backends: select, observe, rewards, contexts, discount, savings."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from plaudit import Plaudit
+from plaudit.context import Selection
+from plaudit.context.projection import OBSERVATION_V1, RUN_V1
+from plaudit.errors import ConflictError, NotFoundError, ValidationError
+
+OUTPUT = "Read README.md; deploys go through the canary stage, then I debugged it."
+
+
+def test_select_records_a_run_with_propensities(pl: Plaudit, arms) -> None:
+    sel = pl.bandit.select(arms, token_budget=8000, context="code", seed=7)
+    assert isinstance(sel, Selection)
+    assert sorted(sel.included + sel.excluded) == sorted(a["id"] for a in arms)
+    ev = pl.log.get(sel.run_id)
+    assert ev is not None and ev.type == RUN_V1
+    p = ev.payload
+    assert p["context"] == "code" and p["budget"] == 8000
+    assert p["is_baseline"] == sel.is_baseline
+    by_id = {a["id"]: a for a in p["arms"]}
+    for a in arms:
+        rec = by_id[a["id"]]
+        assert rec["tokens"] == a["tokens"]
+        assert rec["included"] == (a["id"] in sel.included)
+        assert 0.0 <= rec["p_include"] <= 1.0
+    assert sel.used_tokens == sum(a["tokens"] for a in arms if a["id"] in sel.included)
+    # fresh arms are underexplored, so every arm is included with probability 1
+    assert all(v == 1.0 for v in sel.probabilities.values())
+
+
+def test_same_seed_same_selection(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(min_pulls=0)
+    a = pl.bandit.select(arms, token_budget=2500, seed=11)
+    b = pl.bandit.select(arms, token_budget=2500, seed=11)
+    assert (a.included, a.is_baseline) == (b.included, b.is_baseline)
+    assert a.run_id != b.run_id
+
+
+def test_rewards_follow_reference_detection(pl: Plaudit, arms) -> None:
+    sel = pl.bandit.select(arms, token_budget=100_000, seed=1)
+    obs = pl.bandit.observe(
+        sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}], usage_tokens=5000, duration_ms=900
+    )
+    assert obs.rewards == {
+        "section:system:instructions": 1,
+        "tool:exec:Bash": 1,
+        "tool:web:WebSearch": 0,
+        "skill:debugging:main": 0,  # "debugged" is not the word "debugging"
+        "file:workspace:README.md": 1,
+        "memory:project:deploys": 1,
+    }
+    post = {s.id: s for s in pl.bandit.posteriors()}
+    assert (post["tool:exec:Bash"].alpha, post["tool:exec:Bash"].beta) == (4.0, 1.0)
+    assert (post["tool:web:WebSearch"].alpha, post["tool:web:WebSearch"].beta) == (3.0, 2.0)
+    assert (post["file:workspace:README.md"].alpha, post["file:workspace:README.md"].beta) == (
+        2.0,
+        1.0,
+    )
+    assert post["tool:exec:Bash"].pulls == 1 and post["tool:exec:Bash"].confidence == "low"
+
+
+def test_excluded_arms_get_no_update(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(min_pulls=0, threshold=1.0, miss_cost_tokens=None, baseline_rate=0.0)
+    pl.bandit.configure(protected=["tool:exec:Bash"])
+    sel = pl.bandit.select(arms, token_budget=100_000, seed=3)
+    assert sel.included == ["tool:exec:Bash"]  # threshold 1 leaves out all but the protected
+    pl.bandit.observe(sel.run_id, "nothing", tool_calls=[])
+    post = {s.id: s for s in pl.bandit.posteriors()}
+    assert post["tool:exec:Bash"].pulls == 1
+    assert all(post[a["id"]].pulls == 0 for a in arms if a["id"] != "tool:exec:Bash")
+
+
+def test_unknown_run_and_idempotent_or_conflicting_observations(pl: Plaudit, arms) -> None:
+    with pytest.raises(NotFoundError, match="no bandit run"):
+        pl.bandit.observe("01234567-no-such-run", "x")
+    sel = pl.bandit.select(arms, seed=1)
+    first = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    again = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    assert first.status == "appended" and again.status == "present"
+    assert again.rewards == first.rewards
+    before = pl.bandit.posteriors()
+    with pytest.raises(ConflictError, match="already observed with a different outcome"):
+        pl.bandit.observe(sel.run_id, "a different output")
+    assert pl.bandit.posteriors() == before
+    assert pl.log.stats().by_type[OBSERVATION_V1] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"output_text": 5}, "output_text"),
+        ({"tool_calls": [{"args": 1}]}, "tool_calls"),
+        ({"tool_calls": "Bash"}, "tool_calls"),
+        ({"usage_tokens": -1}, "usage_tokens"),
+        ({"usage_tokens": "10"}, "usage_tokens"),
+        ({"duration_ms": float("nan")}, "duration_ms"),
+        ({"error": 3}, "error"),
+    ],
+)
+def test_bad_observations_write_nothing(pl: Plaudit, arms, kwargs, field) -> None:
+    sel = pl.bandit.select(arms, seed=1)
+    length = len(pl.log)
+    with pytest.raises(ValidationError) as exc:
+        pl.bandit.observe(sel.run_id, **kwargs)
+    assert exc.value.field == field
+    assert len(pl.log) == length
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"token_budget": -1}, "token_budget"),
+        ({"token_budget": "8000"}, "token_budget"),
+        ({"context": ""}, "context"),
+        ({"context": "a\nb"}, "context"),
+        ({"seed": -3}, "seed"),
+        ({"arms": [{"id": "tool:exec:Bash", "tokens": -5}]}, "tokens"),
+        ({"arms": [{"id": "Bash", "tokens": 5}]}, "id"),
+    ],
+)
+def test_bad_selections_write_nothing(pl: Plaudit, arms, kwargs, field) -> None:
+    length = len(pl.log)
+    kwargs.setdefault("arms", arms)
+    with pytest.raises(ValidationError) as exc:
+        pl.bandit.select(**kwargs)
+    assert exc.value.field == field
+    assert len(pl.log) == length
+
+
+def test_select_without_arms_uses_the_registered_inventory(pl: Plaudit, arms) -> None:
+    with pytest.raises(ValidationError, match="none given and none registered"):
+        pl.bandit.select()
+    pl.bandit.register(arms)
+    length = len(pl.log)
+    pl.bandit.register(arms)  # unchanged: nothing written
+    assert len(pl.log) == length
+    sel = pl.bandit.select(seed=2)
+    assert len(sel.included) + len(sel.excluded) == len(arms)
+    assert {a.id for a in pl.bandit.arms()} == {a["id"] for a in arms}
+    mem = pl.bandit.arm("memory:project:deploys")
+    assert mem["arm"]["content"].startswith("Deploys go through")
+    with pytest.raises(NotFoundError):
+        pl.bandit.arm("tool:exec:Nope")
+
+
+def test_passive_phase_includes_everything_and_learns_nothing(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(phase="passive")
+    sel = pl.bandit.select(arms, seed=1)
+    assert sel.phase == "passive" and not sel.excluded
+    obs = pl.bandit.observe(sel.run_id, OUTPUT)
+    assert not obs.updated
+    assert all(s.pulls == 0 for s in pl.bandit.posteriors())
+    assert pl.bandit.savings()["selected_runs"] == 0  # passive runs are not part of savings
+
+
+def test_errored_runs_are_recorded_and_update_only_if_configured(pl: Plaudit, arms) -> None:
+    sel = pl.bandit.select(arms, seed=1)
+    assert not pl.bandit.observe(sel.run_id, OUTPUT, error="timeout").updated
+    assert all(s.pulls == 0 for s in pl.bandit.posteriors())
+    assert pl.bandit.run(sel.run_id)["observation"]["error"] == "timeout"
+    pl.bandit.configure(update_on_error=True)
+    sel = pl.bandit.select(arms, seed=2)
+    assert pl.bandit.observe(sel.run_id, OUTPUT, error="timeout").updated
+    assert {s.pulls for s in pl.bandit.posteriors() if s.id in sel.included} == {1}
+
+
+def _observe_many(pl: Plaudit, arms, n: int, context: str | None, output: str) -> None:
+    for i in range(n):
+        sel = pl.bandit.select(arms, token_budget=100_000, context=context, seed=i)
+        pl.bandit.observe(sel.run_id, output)
+
+
+def test_context_is_shrunk_towards_global_not_cold(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(baseline_rate=1.0)  # include everything: every arm gets each update
+    _observe_many(pl, arms, 30, "research", "nothing referenced")
+    g = {s.id: s for s in pl.bandit.posteriors()}["tool:exec:Bash"]
+    assert (g.alpha, g.beta) == (3.0, 31.0)
+    # A new context borrows m=10 pseudo-observations of the global evidence (0 hits, 30 misses)
+    fresh = {s.id: s for s in pl.bandit.posteriors("brand-new")}["tool:exec:Bash"]
+    assert fresh.alpha == pytest.approx(3.0) and fresh.beta == pytest.approx(1.0 + 10.0)
+    assert fresh.pulls == 0
+    # The context's own data is added on top: research has 30 misses of its own
+    r = {s.id: s for s in pl.bandit.posteriors("research")}["tool:exec:Bash"]
+    assert r.beta == pytest.approx(1.0 + 30 + 10.0)
+
+
+def test_discount_by_runs_is_deterministic_and_survives_rebuild(
+    pl: Plaudit, arms, posterior_table
+) -> None:
+    pl.bandit.configure(baseline_rate=1.0, half_life_runs=4)
+    _observe_many(pl, arms, 8, None, "nothing")
+    s = {x.id: x for x in pl.bandit.posteriors()}["tool:exec:Bash"]
+    # 8 misses, each worth half as much 4 observations later: sum_{k=0..7} 0.5^(k/4)
+    expected = sum(0.5 ** (k / 4) for k in range(8))
+    assert s.beta == pytest.approx(1.0 + expected)
+    assert s.pulls == 8
+    before = posterior_table(pl)
+    pl.rebuild()
+    assert posterior_table(pl) == before
+
+
+def test_rebuild_reproduces_identical_state(pl: Plaudit, arms, posterior_table) -> None:
+    pl.bandit.configure(half_life_days=1.5)
+    for i in range(25):
+        ctx = ["code", "research", None][i % 3]
+        sel = pl.bandit.select(arms, token_budget=3000, context=ctx, seed=i)
+        pl.bandit.observe(sel.run_id, OUTPUT if i % 2 else "no", tool_calls=[{"name": "Bash"}])
+    before = (posterior_table(pl), pl.bandit.savings(), pl.bandit.history())
+    counts = pl.rebuild()
+    assert counts["bandit"] == len(list(pl.log.replay(types=["plaudit.bandit."])))
+    assert (posterior_table(pl), pl.bandit.savings(), pl.bandit.history()) == before
+
+
+def test_savings_compare_baseline_and_selected_runs(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(baseline_rate=0.5, min_pulls=0, threshold=0.2, miss_cost_tokens=None)
+    for i in range(60):
+        sel = pl.bandit.select(arms, token_budget=100_000, seed=i)
+        pl.bandit.observe(
+            sel.run_id,
+            "only Bash" if i % 7 else OUTPUT,
+            tool_calls=[{"name": "Bash"}],
+            duration_ms=100.0 if sel.is_baseline else 80.0,
+            error="boom" if i % 10 == 0 else None,
+        )
+    s = pl.bandit.savings()
+    full = sum(a["tokens"] for a in arms)
+    assert s["baseline_runs"] + s["selected_runs"] == 60
+    assert s["baseline_avg_tokens"] == full
+    pct = (full - s["selected_avg_tokens"]) / full * 100
+    assert s["token_savings_percent"] == pytest.approx(pct)
+    assert s["ci_low"] < s["token_savings_percent"] < s["ci_high"]
+    assert s["token_savings_percent"] > 0
+    assert s["baseline_avg_duration_ms"] == 100.0 and s["selected_avg_duration_ms"] == 80.0
+    assert s["baseline_error_rate"] + s["selected_error_rate"] > 0
+    h = s["history"]
+    assert len(h) == 60 and h[-1]["run"] == 60
+    assert h[-1]["baseline_avg_tokens"] == s["baseline_avg_tokens"]
+
+
+def test_convergence_history_moves_over_time(pl: Plaudit, arms) -> None:
+    pl.bandit.configure(baseline_rate=1.0)
+    for i in range(12):
+        sel = pl.bandit.select(arms, seed=i)
+        pl.bandit.observe(sel.run_id, "x", tool_calls=[{"name": "Bash"}] if i < 6 else [])
+    series = pl.bandit.history("tool:exec:Bash")["tool:exec:Bash"]
+    means = [p["mean"] for p in series]
+    assert len(means) == 12
+    assert means[5] == pytest.approx(9 / 10) and means[-1] == pytest.approx(9 / 16)
+    assert max(means) > means[-1]  # not today's value repeated
+    assert len(pl.bandit.history(points=5)["tool:exec:Bash"]) == 5
+
+
+def test_config_is_an_event_and_applies_in_log_order(pl: Plaudit) -> None:
+    cfg = pl.bandit.configure(threshold=0.3, protected=["tool:web:*"])
+    assert cfg.threshold == 0.3 and cfg.protected == ["tool:web:*"]
+    events = list(pl.log.replay(types=["plaudit.bandit.config"]))
+    assert len(events) == 1 and events[0].payload == {
+        "changes": {"threshold": 0.3, "protected": ["tool:web:*"]}
+    }
+    with pytest.raises(ValidationError):
+        pl.bandit.configure(threshold=-1)
+    assert pl.bandit.config.threshold == 0.3
+
+
+@pytest.mark.parametrize(
+    ("type_", "payload"),
+    [
+        (RUN_V1, {"budget": 1}),
+        (RUN_V1, {"budget": 1, "used_tokens": 0, "arms": [{"id": "a", "tokens": "x"}]}),
+        (OBSERVATION_V1, {"run_id": "r", "rewards": {"tool:exec:Bash": 7}}),
+        (OBSERVATION_V1, {"run_id": "r", "rewards": [], "usage_tokens": 1}),
+        ("plaudit.bandit.config.v1", {"changes": {"threshold": "x"}}),
+        ("plaudit.bandit.arms.v1", {"arms": [{"id": "nope", "tokens": 1}]}),
+    ],
+)
+def test_malformed_bandit_event_appended_directly_is_rejected(
+    pl: Plaudit, type_: str, payload: dict
+) -> None:
+    length = len(pl.log)
+    with pytest.raises(ValidationError):
+        pl.log.append({"type": type_, "payload": payload})
+    assert len(pl.log) == length
+    assert pl.log.verify().ok
+
+
+def test_selection_struct_serialises(pl: Plaudit, arms) -> None:
+    sel = pl.bandit.select(arms, seed=1)
+    data = msgspec.json.decode(msgspec.json.encode(sel))
+    assert data["run_id"] == sel.run_id and data["included"] == sel.included

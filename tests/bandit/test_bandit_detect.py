@@ -1,0 +1,92 @@
+"""Reference detection per arm type, and the memory rule against a brute-force oracle."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plaudit.context.detect import MemoryIndex, is_referenced, tool_call_names, tool_call_text
+
+
+def ref(arm_id: str, text: str = "", calls: list[dict] | None = None, content: str | None = None):
+    calls = calls or []
+    return is_referenced(arm_id, content, text, tool_call_text(calls), tool_call_names(calls))
+
+
+def test_tool_matches_the_call_name_exactly() -> None:
+    assert ref("tool:exec:Bash", calls=[{"name": "Bash"}])
+    assert not ref("tool:exec:Bash", "I would use Bash", calls=[{"name": "BashOutput"}])
+
+
+def test_skill_matches_on_word_boundaries() -> None:
+    assert ref("skill:go:main", "Written in Go, of course.")
+    assert not ref("skill:go:main", "a good result")
+    assert not ref("skill:go:main", "golang_style")
+    assert ref("skill:coding:main", calls=[{"name": "Skill", "skill": "coding"}])
+
+
+def test_file_matches_name_or_path_not_a_longer_name() -> None:
+    assert ref("file:workspace:README.md", "see README.md.")
+    assert ref("file:workspace:docs/guide.md", "open guide.md")
+    assert ref(
+        "file:workspace:guide",
+        "x",
+        content="docs/guide.md",
+        calls=[{"name": "Read", "file_path": "/repo/docs/guide.md"}],
+    )
+    assert not ref("file:workspace:a.py", "edited data.py")
+    assert not ref("file:workspace:a.py", "edited a.pyc")
+
+
+def test_section_is_always_referenced_and_unknown_never() -> None:
+    assert ref("section:system:instructions")
+
+
+def test_memory_any_20_char_substring_not_just_a_prefix() -> None:
+    memory = "The first sixty characters are boring filler text, nothing to see. " * 2 + (
+        "Deploys need two approvals from the release captain."
+    )
+    assert ref(
+        "memory:project:x", "as noted, two approvals from the release captain", content=memory
+    )
+    assert not ref("memory:project:x", "two approvals from", content=memory)  # 18 chars
+    assert not ref("memory:project:x", "nothing here", content=memory)
+    assert not ref("memory:project:x", "anything", content="")
+
+
+def test_short_memory_falls_back_to_the_whole_text() -> None:
+    assert ref("memory:project:x", "the key is ab12", content="ab12")
+    assert not ref("memory:project:x", "the key is ab1", content="ab12")
+
+
+def brute_force(memory: str, text: str, k: int = 20) -> bool:
+    if len(memory) < k:
+        return bool(memory) and memory in text
+    return any(memory[i : i + k] in text for i in range(len(memory) - k + 1))
+
+
+alphabet = st.sampled_from("ab c")
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    memory=st.text(alphabet, max_size=80),
+    text=st.text(alphabet, max_size=120),
+)
+def test_memory_index_matches_brute_force_on_repetitive_text(memory: str, text: str) -> None:
+    assert MemoryIndex(memory).found_in(text) == brute_force(memory, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    memory=st.text(min_size=20, max_size=200),
+    prefix=st.text(max_size=50),
+    suffix=st.text(max_size=50),
+    data=st.data(),
+)
+def test_memory_index_finds_any_planted_window(memory: str, prefix: str, suffix: str, data):
+    start = data.draw(st.integers(0, len(memory) - 20))
+    length = data.draw(st.integers(20, len(memory) - start))
+    text = prefix + memory[start : start + length] + suffix
+    assert MemoryIndex(memory).found_in(text)
+    assert MemoryIndex(memory).found_in(text) == brute_force(memory, text)

@@ -1,0 +1,80 @@
+"""Invariants under generated input: bad transactions change nothing; totals always add up."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plaudit import Plaudit
+from plaudit.errors import PlauditError
+from plaudit.ledger.config import load_config
+
+CFG = load_config()
+CATEGORIES = sorted(CFG.categories)
+
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.text(max_size=40),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+item = st.fixed_dictionaries(
+    {},
+    optional={
+        "category": st.one_of(st.sampled_from(CATEGORIES), junk),
+        "action": st.one_of(st.text(min_size=1, max_size=30), junk),
+        "points": junk,
+        "source": st.one_of(st.sampled_from(["mistake:m-001", "pattern:nope", "x"]), junk),
+        "session": junk,
+        "key": junk,
+        "ts_ms": junk,
+        "color": junk,
+    },
+)
+valid = st.builds(
+    lambda cat, n: {
+        "category": cat,
+        "action": f"act {n}",
+        "points": CFG.categories[cat].points * (1 + n % 3),
+    },
+    st.sampled_from(CATEGORIES),
+    st.integers(min_value=0, max_value=100),
+)
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@SETTINGS
+@given(batch=st.lists(st.one_of(item, valid), min_size=1, max_size=5))
+def test_rejected_input_never_changes_the_ledger(sqlite_url_module: str, batch: list) -> None:
+    with Plaudit.open(sqlite_url_module) as p:
+        before = p.log.head()
+        score_before = p.ledger.score()["total_score"]
+        try:
+            txs = p.ledger.record_batch(batch)
+        except PlauditError:
+            assert p.log.head() == before
+            assert p.ledger.score()["total_score"] == score_before
+        else:
+            assert len(txs) == len(batch)
+            assert p.ledger.score()["total_score"] == score_before + sum(t.points for t in txs)
+
+
+@SETTINGS
+@given(batches=st.lists(st.lists(valid, min_size=1, max_size=20), min_size=1, max_size=5))
+def test_totals_always_add_up(tmp_path_factory, batches: list) -> None:
+    path = tmp_path_factory.mktemp("prop") / "p.db"
+    with Plaudit.open(path) as p:
+        expected = 0
+        for b in batches:
+            txs = p.ledger.record_batch(b)
+            for t in txs:
+                expected += t.points
+                assert t.running_total == expected  # exact, in order
+        s = p.ledger.score()
+        assert s["total_score"] == expected
+        assert s["rewards_total"] + s["penalties_total"] == expected
+        assert p.ledger.verify()["ok"]

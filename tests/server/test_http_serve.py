@@ -1,0 +1,146 @@
+"""`plaudit serve` for real: refusal rules, token from the environment, kill -9, parallel
+writers."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from plaudit import Plaudit
+from plaudit.cli import main
+from plaudit.cli.serve import allowed_hosts, is_loopback
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.5", False),
+        ("myhost.example", False),
+    ],
+)
+def test_is_loopback(host: str, expected: bool) -> None:
+    assert is_loopback(host) is expected
+    assert (allowed_hosts(host) is None) is (not expected)
+
+
+def test_refuses_a_public_address_without_a_token(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("PLAUDIT_TOKEN", raising=False)
+    db = tmp_path / "x.db"
+    code = main(["serve", "--db", str(db), "--host", "0.0.0.0", "--port", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: refusing to listen on '0.0.0.0' without a token")
+    assert "Traceback" not in err
+    assert not db.exists()  # nothing was opened, let alone written
+
+
+def test_rejects_a_malformed_cors_origin(tmp_path: Path, capsys) -> None:
+    code = main(["serve", "--db", str(tmp_path / "x.db"), "--cors-origin", "ui.example"])
+    assert code == 2
+    assert "--cors-origin 'ui.example' must look like" in capsys.readouterr().err
+
+
+def test_token_from_the_environment_guards_writes(serve_factory, sqlite_url: str) -> None:
+    srv = serve_factory(sqlite_url, env={"PLAUDIT_TOKEN": "tok-123"})
+    event = {"type": "test.thing.v1", "payload": {}}
+    assert httpx.post(f"{srv.url}/v1/log/append", json=event).status_code == 401
+    ok = httpx.post(
+        f"{srv.url}/v1/log/append", json=event, headers={"Authorization": "Bearer tok-123"}
+    )
+    assert ok.status_code == 200
+    # A loopback server refuses Host names it does not answer to (DNS rebinding).
+    rebound = httpx.get(f"{srv.url}/v1/log/head", headers={"Host": "evil.example"})
+    assert rebound.status_code == 400
+    page = httpx.get(f"{srv.url}/")
+    assert page.status_code == 200 and "rl-score-widget" in page.text
+
+
+def _post_until_killed(url: str, acked: list[str], stop: threading.Event) -> None:
+    i = 0
+    with httpx.Client(timeout=5) as c:
+        while not stop.is_set():
+            ids = [f"k{i}-{j}" for j in range(3)]
+            i += 1
+            body = [{"type": "test.kill.v1", "id": x, "payload": {"i": i}} for x in ids]
+            try:
+                r = c.post(f"{url}/v1/log/append", json=body)
+            except httpx.HTTPError:
+                return  # the server died mid-request: this batch was never acknowledged
+            if r.status_code == 200:
+                acked.extend(ids)
+
+
+def test_acknowledged_appends_survive_kill_9(serve_factory, db_url: str) -> None:
+    srv = serve_factory(db_url)
+    acked: list[str] = []
+    stop = threading.Event()
+    writers = [
+        threading.Thread(target=_post_until_killed, args=(srv.url, acked, stop)) for _ in range(3)
+    ]
+    for w in writers:
+        w.start()
+    deadline = time.monotonic() + 20
+    while len(acked) < 60 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    srv.kill()  # SIGKILL while requests are in flight
+    stop.set()
+    for w in writers:
+        w.join(10)
+    assert len(acked) >= 60
+
+    with Plaudit.open(db_url) as p:
+        report = p.log.verify()
+        assert report.ok, report.reason
+        missing = [x for x in acked if p.log.get(x) is None]
+        assert missing == []
+        # Batches are atomic: every batch is either wholly present or wholly absent.
+        seen = {e.id for e in p.log.replay(types=["test.kill."])}
+        batches = {x.rsplit("-", 1)[0] for x in seen}
+        assert all(f"{b}-{j}" in seen for b in batches for j in range(3))
+
+
+def _client_process(url: str, worker: int, n: int, out: mp.Queue) -> None:
+    acked = []
+    with httpx.Client(timeout=30) as c:
+        for i in range(n):
+            ids = [f"w{worker}-{i}-{j}" for j in range(2)]
+            body = [{"type": "test.par.v1", "id": x, "payload": {"w": worker}} for x in ids]
+            r = c.post(f"{url}/v1/log/append", json=body)
+            if r.status_code == 200:
+                acked.extend(ids)
+    out.put(acked)
+
+
+def test_parallel_clients_on_two_servers_sharing_one_store(serve_factory, db_url: str) -> None:
+    """Four client processes write through two server processes on the same database."""
+    servers = [serve_factory(db_url), serve_factory(db_url)]
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_client_process, args=(servers[k % 2].url, k, 25, out)) for k in range(4)
+    ]
+    for pr in procs:
+        pr.start()
+    acked = [x for _ in procs for x in out.get(timeout=120)]
+    for pr in procs:
+        pr.join(30)
+    assert len(acked) == 4 * 25 * 2
+
+    with Plaudit.open(db_url) as p:
+        assert len(p.log) == len(acked)
+        assert {e.id for e in p.log.replay()} == set(acked)
+        assert p.log.verify().ok
+    for s in servers:
+        s.stop()

@@ -1,0 +1,228 @@
+"""`plaudit signal emit`: the reference emitter's flags, through the real entry point."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from plaudit import Plaudit
+
+from .conftest import run_plaudit
+
+ROW_KEYS = {"ts_ms", "dur_us", "ok", "session_id", "event_id", "content_hash", "name", "subject"}
+DECISION_KEYS = {
+    "schema_version", "decision_id", "source", "session_id", "user_hash", "project_fingerprint",
+    "project_path", "git_branch", "git_commit", "chosen_task", "confidence", "user_intent",
+    "candidates", "context",
+}  # fmt: skip
+
+DECISION = [
+    "decision",
+    "--decision-id", "d-1",
+    "--chosen-task", "ai:flow/dev-check",
+    "--confidence", "0.74",
+    "--user-intent", "sample-intent",
+    "--context-json", '{"changed_files": 3, "ci_status": "failing", "api_token": "s3cret"}',
+    "--candidates-json", '["ai:flow/dev-check", "ai:flow/test"]',
+]  # fmt: skip
+OUTCOME = [
+    "outcome",
+    "--decision-id", "d-1",
+    "--outcome", "partial",
+    "--task-executed", "ai:flow/dev-check",
+    "--time-to-resolution-ms", "120000",
+]  # fmt: skip
+OVERRIDE = [
+    "override",
+    "--decision-id", "d-1",
+    "--original-task", "ai:flow/dev-check",
+    "--override-task", "ai:flow/test",
+    "--reason", "wanted tests",
+]  # fmt: skip
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_emit_all_three_into_log_and_seq_mem(tmp_path, db_url) -> None:
+    sm = tmp_path / "seq_mem.jsonl"
+    env = {"FLOW_ROUTER_SESSION_ID": "hook-session"}
+    r1 = run_plaudit("--db", db_url, "signal", "emit", "--seq-mem", str(sm), *DECISION, env=env)
+    r2 = run_plaudit("signal", "emit", *OUTCOME, "--db", db_url, "--seq-mem", str(sm), env=env)
+    r3 = run_plaudit("--seq-mem", str(sm), "signal", "emit", *OVERRIDE, "--db", db_url, env=env)
+    for r in (r1, r2, r3):
+        assert r.returncode == 0, r.stderr
+    assert r1.stdout.strip() == "emitted flow.router.decision.v1 decision_id=d-1"
+    assert r2.stdout.strip() == "emitted flow.router.outcome.v1 decision_id=d-1 outcome=partial"
+    rows = _rows(sm)
+    assert [r["name"] for r in rows] == [
+        "flow.router.decision.v1",
+        "flow.router.outcome.v1",
+        "flow.router.override.v1",
+    ]
+    for row in rows:
+        assert set(row) == ROW_KEYS
+        assert row["session_id"] == "hook-session"
+        assert row["content_hash"] == hashlib.sha256(row["subject"].encode()).hexdigest()
+        assert row["dur_us"] == 0
+    subject = json.loads(rows[0]["subject"])
+    assert set(subject) == DECISION_KEYS
+    assert subject["context"]["api_token"] == "[REDACTED]"
+    assert subject["candidates"] == ["ai:flow/dev-check", "ai:flow/test"]
+    assert rows[0]["subject"] == json.dumps(subject, sort_keys=True)  # the reference encoding
+    assert rows[1]["ok"] is True  # partial counts as ok, as in the reference
+    with Plaudit.open(db_url) as p:
+        events = list(p.log.replay())
+        assert [e.id for e in events] == [r["event_id"] for r in rows]
+        assert events[0].payload == subject
+
+
+def test_defaults_match_reference(tmp_path, sqlite_url) -> None:
+    sm = tmp_path / "sm.jsonl"
+    r = run_plaudit(
+        "signal", "emit", "--db", sqlite_url, "--seq-mem", str(sm),
+        "outcome", "--decision-id", "x", "--outcome", "wasted", "--task-executed", "t",
+        env={"FLOW_ROUTER_SESSION_ID": ""},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    row = _rows(sm)[0]
+    subject = json.loads(row["subject"])
+    assert row["session_id"] == subject["session_id"] == "flow-router"
+    assert subject["source"] == "flow"
+    assert subject["time_to_resolution_ms"] == 0
+    assert subject["manual_override_task"] == "" and subject["error_kind"] == ""
+    assert subject["extra"] == {}
+    assert row["ok"] is False  # wasted
+
+
+def test_retry_is_acknowledged_not_duplicated(tmp_path, sqlite_url) -> None:
+    args = ["--db", sqlite_url, "signal", "emit", *DECISION, "--ts-ms", "1700000000000"]
+    assert run_plaudit(*args).returncode == 0
+    again = run_plaudit(*args[:-1], "1700000000999")
+    assert again.returncode == 0, again.stderr
+    assert "(already recorded)" in again.stdout
+    with Plaudit.open(sqlite_url) as p:
+        assert p.log.head().length == 1
+        assert p.log.tail(1)[0].ts_ms == 1700000000000
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["decision", "--chosen-task", "t", "--confidence", "0.5"], "--decision-id"),
+        ([*DECISION[:5], "--confidence", "abc"], "--confidence"),
+        ([*DECISION[:5], "--confidence", "1.2"], "confidence: must be in [0, 1]"),
+        ([*DECISION[:5], "--confidence", "nan"], "confidence: must be a finite number"),
+        ([*DECISION, "--context-json", "{oops"], "--context-json: is not valid JSON"),
+        ([*DECISION, "--context-json", "[1]"], "context: must be a JSON object"),
+        ([*DECISION, "--candidates-json", '{"a": 1}'], "candidates: must be a JSON list"),
+        (["outcome", "--decision-id", "d", "--outcome", "meh", "--task-executed", "t"], "meh"),
+        ([*OUTCOME, "--time-to-resolution-ms", "-4"], "time_to_resolution_ms: must be >= 0"),
+        ([*OUTCOME, "--extra-json", "3"], "extra: must be a JSON object"),
+        (["override", "--decision-id", "d", "--original-task", "a"], "--override-task"),
+        (["bogus"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_bad_input_clear_error_nothing_written(tmp_path, sqlite_url, args, message) -> None:
+    sm = tmp_path / "sm.jsonl"
+    r = run_plaudit("--db", sqlite_url, "signal", "emit", "--seq-mem", str(sm), *args)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: ")
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    assert not sm.exists()
+    with Plaudit.open(sqlite_url) as p:
+        assert p.log.head().length == 0
+
+
+def test_no_log_needs_seq_mem() -> None:
+    r = run_plaudit("signal", "emit", *DECISION, "--no-log")
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: --no-log: needs --seq-mem")
+
+
+def test_no_log_writes_only_the_file(tmp_path) -> None:
+    sm = tmp_path / "only.jsonl"
+    r = run_plaudit("signal", "emit", *DECISION, "--no-log", "--seq-mem", str(sm), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert len(_rows(sm)) == 1
+    assert not (tmp_path / ".plaudit").exists()
+
+
+def test_unwritable_seq_mem_is_a_clear_error(tmp_path, sqlite_url) -> None:
+    r = run_plaudit("signal", "emit", "--no-log", "--seq-mem", str(tmp_path), *DECISION)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: seq_mem: cannot open")
+    assert "Traceback" not in r.stderr
+
+
+def test_conflicting_reemit_is_refused(sqlite_url) -> None:
+    assert run_plaudit("--db", sqlite_url, "signal", "emit", *DECISION).returncode == 0
+    changed = [*DECISION[:4], "ai:flow/other", *DECISION[5:]]
+    r = run_plaudit("--db", sqlite_url, "signal", "emit", *changed)
+    assert r.returncode == 3
+    assert "already committed with different content" in r.stderr
+
+
+def test_help_works() -> None:
+    r = run_plaudit("signal", "emit", "decision", "--help")
+    assert r.returncode == 0
+    for flag in ("--decision-id", "--chosen-task", "--confidence", "--user-intent", "--ts-ms"):
+        assert flag in r.stdout
+
+
+HEAVY = ("click", "numpy", "rich", "pydantic", "pyarrow", "fastapi", "psycopg")
+
+
+def test_fast_path_does_not_import_heavy_modules(tmp_path) -> None:
+    code = (
+        "import sys\n"
+        "from plaudit.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+        "sys.exit(rc)\n"
+    )
+    db = str(tmp_path / "p.db")
+    for args in (DECISION, [*DECISION[:5], "--confidence", "7"]):  # success and error paths
+        r = subprocess.run(
+            [sys.executable, "-c", code, "--db", db, "signal", "emit", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "HEAVY=\n" in r.stdout, r.stdout + r.stderr
+
+
+def test_parallel_emitters_never_interleave(tmp_path, sqlite_url) -> None:
+    """Many processes append large rows to one file and one database at the same time."""
+    sm = tmp_path / "shared.jsonl"
+    blob = "x" * 100_000  # far larger than any atomic write size: a lock is needed
+    n = 24
+
+    def one(i: int) -> subprocess.CompletedProcess[str]:
+        ctx = json.dumps({"blob": blob, "i": i})
+        return run_plaudit(
+            "--db", sqlite_url, "signal", "emit", "--seq-mem", str(sm),
+            "decision", "--decision-id", f"p-{i}", "--chosen-task", "t", "--confidence", "0.5",
+            "--context-json", ctx,
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        results = list(pool.map(one, range(n)))
+    assert all(r.returncode == 0 for r in results), [r.stderr for r in results if r.returncode]
+    lines = sm.read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    rows = [json.loads(line) for line in lines[:-1]]  # every line parses: nothing interleaved
+    assert sorted(json.loads(r["subject"])["context"]["i"] for r in rows) == list(range(n))
+    with Plaudit.open(sqlite_url) as p:
+        assert p.log.head().length == n
+        assert p.log.verify().ok
