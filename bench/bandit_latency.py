@@ -24,6 +24,7 @@ import numpy as np
 from plaudit import Plaudit
 from plaudit.context import policy
 from plaudit.context.config import BanditConfig
+from plaudit.context.detect import referenced_arms
 
 
 def timed(fn: Callable[[], object], n: int, rounds: int) -> tuple[float, float]:
@@ -88,6 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for name, fn, count in cases:
             rows.append((name, *timed(fn, count, args.rounds)))
+    # Reference detection on a long output: one shared index scans it once for all memories.
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz     "))
+    output = "".join(rng.choice(letters, 1_000_000))
+    memories = {f"memory:project:m{i}": "".join(rng.choice(letters, 2000)) for i in range(20)}
+    memories["memory:project:m7"] = output[500_000:502_000]  # referenced near the middle
+    rows.append(
+        (
+            "reference detection, 1 MB output, 20 memories of 2,000 chars (index cached)",
+            *timed(partial(referenced_arms, memories, output, []), 10, args.rounds),
+        )
+    )
     schema = None
     if args.db and args.db.startswith("postgres"):
         # a throw-away schema, dropped at the end, so the bench leaves nothing behind

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -152,17 +151,11 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_child(code: str, *args: str) -> dict[str, Any]:
-    """Run `code` in a fresh interpreter; it prints one JSON object. Adds the child's peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Run `code` in a fresh interpreter; it prints one JSON object as its last line."""
     out = subprocess.run(
         [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
     )
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    # ru_maxrss of RUSAGE_CHILDREN is the largest of all waited-for children, so it is this
-    # child's only when it grew; the child reports its own figure too, which is exact.
-    result.setdefault("peak_rss_mb", max(before, after) / 1024)
-    return result
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -82,7 +82,7 @@ def pct(values: list[float], q: float) -> float:
 class Serve:
     """`plaudit serve` in a child process, stopped (and its output kept) on exit."""
 
-    def __init__(self, db: str) -> None:
+    def __init__(self, db: str, *extra: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
@@ -231,7 +231,7 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
     else:
         db = db or PG_DEFAULT
         drop_pg_schema(db)
-    srv = Serve(db)
+    srv = Serve(db, *(["--durability", args.durability] if backend == "sqlite" else []))
     try:
         result = asyncio.run(drive(srv.url, args.rate, args.duration, args.drain))
     finally:
@@ -252,6 +252,12 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=200.0, help="requests per second")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
+    ap.add_argument(
+        "--durability",
+        choices=["full", "normal"],
+        default="full",
+        help="SQLite synchronous mode of the server (`plaudit serve --durability`)",
+    )
     ap.add_argument("--runs", type=int, default=1, help="runs per backend; medians are reported")
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = ap.parse_args()
@@ -267,9 +273,10 @@ def main() -> None:
             k: statistics.median(r[k] for r in runs)
             for k in ("p50_ms", "p99_ms", "max_ms", "p50_send_ms", "p99_send_ms", "achieved_rate")
         }
+        label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
         summary.append(
             {
-                "backend": backend,
+                "backend": label,
                 "runs": len(runs),
                 "errors": sum(r["errors"] for r in runs),
                 "requests": sum(r["requests"] for r in runs),

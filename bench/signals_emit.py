@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _signals_common import median, p90, plaudit_command, run_measured
+from signals_common import median, p90, plaudit_command, run_measured
 
 
 def decision_args(i: int) -> list[str]:

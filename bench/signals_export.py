@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _signals_common import median, plaudit_command, run_measured
 from plaudit.signals import synth
+from signals_common import median, plaudit_command, run_measured
 
 REFERENCE_COUNTS = (
     "decisions",

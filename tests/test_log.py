@@ -23,7 +23,21 @@ def test_replay_get_tail_and_filters(pl: Plaudit) -> None:
     e = pl.log.get("e4")
     assert e is not None and e.seq == 4 and e.payload == {"i": 4} and len(e.hash) == 64
     assert pl.log.get("nope") is None
+    assert pl.log.get("e4\x00") is None
     assert len(pl.log) == 10
+
+
+def test_type_prefixes_are_literal_and_never_reach_the_database_unusable(pl: Plaudit) -> None:
+    pl.log.append_batch([ev(1, kind="a_b.x.v1"), ev(2, kind="axb.x.v1"), ev(3, kind="c.d.v1")])
+    assert [e.id for e in pl.log.tail(10, types=["a_b"])] == ["e1"]  # `_` is no wildcard
+    assert [e.id for e in pl.log.replay(types=["a_b"])] == ["e1"]
+    assert [e.id for e in pl.log.tail(10, types=["%"])] == []
+    for odd in (["\x00"], ["a\x00b"], ["é"], ["c.d", "\x00"]):
+        expected = ["e3"] if "c.d" in odd else []
+        assert [e.id for e in pl.log.tail(10, types=odd)] == expected
+        assert [e.id for e in pl.log.replay(types=odd)] == expected
+    assert len(pl.log.tail(10, types=[""])) == 3
+    assert len(list(pl.log.replay(types=["", "zzz"]))) == 3
 
 
 def test_scan_streams_across_chunks(pl: Plaudit) -> None:

@@ -231,3 +231,5 @@ def test_cli_import_and_quarantine(db_url: str, tmp_path: Path, capsys) -> None:
     assert (q["line_no"], q["raw"]) == (2, "not json\n")
     assert main(["log", "quarantine", "--db", db_url, "--file", "elsewhere"]) == 0
     assert "quarantine is empty" in capsys.readouterr().out
+    with Plaudit.open(db_url) as p:
+        assert quarantined(p.log, file="x\x00y") == []

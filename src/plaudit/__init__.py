@@ -1,5 +1,6 @@
 """plaudit: a reinforcement-feedback layer for LLM agents on one tamper-evident event log."""
 
+from plaudit.context import Arm, ArmStats, BanditConfig, Observation, Selection
 from plaudit.core import Plaudit
 from plaudit.errors import (
     BackendUnavailableError,
@@ -28,6 +29,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendResult",
+    "Arm",
+    "ArmStats",
+    "BanditConfig",
     "BackendUnavailableError",
     "BatchResult",
     "ConfigError",
@@ -37,9 +41,11 @@ __all__ = [
     "Head",
     "IntegrityError",
     "NotFoundError",
+    "Observation",
     "Plaudit",
     "PlauditError",
     "Projection",
+    "Selection",
     "StoredEvent",
     "Tx",
     "ValidationError",

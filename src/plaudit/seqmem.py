@@ -263,6 +263,8 @@ def quarantined(
 ) -> list[QuarantinedLine]:
     sql = "SELECT file, line_no, reason, raw, ts_ms FROM plaudit_quarantine"
     params: list[Any] = []
+    if file is not None and "\x00" in file:
+        return []  # no file name holds NUL (and PostgreSQL refuses it in text)
     if file is not None:
         sql += " WHERE file = ?"
         params.append(file)

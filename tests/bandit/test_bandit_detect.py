@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plaudit.context.detect import MemoryIndex, is_referenced, tool_call_names, tool_call_text
+from plaudit.context.detect import (
+    MemoryIndex,
+    is_referenced,
+    referenced_arms,
+    tool_call_names,
+    tool_call_text,
+)
 
 
 def ref(arm_id: str, text: str = "", calls: list[dict] | None = None, content: str | None = None):
@@ -90,3 +96,35 @@ def test_memory_index_finds_any_planted_window(memory: str, prefix: str, suffix:
     text = prefix + memory[start : start + length] + suffix
     assert MemoryIndex(memory).found_in(text)
     assert MemoryIndex(memory).found_in(text) == brute_force(memory, text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    memories=st.dictionaries(
+        st.text("xyz", min_size=1, max_size=3), st.text(alphabet, max_size=60), max_size=5
+    ),
+    text=st.text(alphabet, max_size=150),
+)
+def test_one_index_for_many_memories_matches_brute_force(memories, text) -> None:
+    found = MemoryIndex(memories).referenced(text)
+    assert found == {k for k, m in memories.items() if brute_force(m, text)}
+
+
+def test_referenced_arms_applies_every_rule_in_one_call() -> None:
+    arms = {
+        "tool:exec:Bash": None,
+        "skill:coding:main": None,
+        "file:workspace:README.md": None,
+        "memory:project:a": "alpha beta gamma delta epsilon zeta",
+        "memory:project:b": "one two three four five six seven",
+        "section:system:x": None,
+    }
+    got = referenced_arms(arms, "notes: gamma delta epsilon zeta. README.md", [{"name": "Bash"}])
+    assert got == {
+        "tool:exec:Bash": True,
+        "skill:coding:main": False,
+        "file:workspace:README.md": True,
+        "memory:project:a": True,
+        "memory:project:b": False,
+        "section:system:x": True,
+    }

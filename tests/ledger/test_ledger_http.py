@@ -162,3 +162,23 @@ def test_fuzzed_record_bodies_never_5xx(sqlite_url_module: str, body: dict) -> N
         assert r.status_code < 500, (body, r.text)
         if r.status_code != 200:
             assert p.log.head() == before
+
+
+def test_server_reconciles_in_the_background(pl: Plaudit, monkeypatch) -> None:
+    import time
+
+    from plaudit.server.routes import ledger as routes
+
+    monkeypatch.setattr(routes, "RECONCILE_CHECK_S", 0.05)
+
+    def reconciles() -> int:
+        return sum(1 for _ in pl.log.replay(types=["plaudit.ledger.reconcile"]))
+
+    with TestClient(make_app(pl)):
+        pl.ledger.record("pattern_reuse", "recorded outside the HTTP API")
+        deadline = time.monotonic() + 20
+        while reconciles() == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reconciles() == 1  # due (never reconciled), then not again until 10 more
+        time.sleep(0.3)
+        assert reconciles() == 1

@@ -232,3 +232,14 @@ def test_projection_rows_reordered_before_the_checkpoint_need_full(pl: Plaudit, 
     full = lg.verify(full=True)
     assert not full["ok"]
     assert full["first_discrepancy"]["projection"]["seq"] == a.seq
+
+
+def test_no_checkpoint_captures_a_tampered_state(ledger: Ledger) -> None:
+    _fill(ledger)
+    raw_sql(ledger.p, "UPDATE ledger_state SET total = total + 7")
+    with pytest.raises(IntegrityError, match="no checkpoint written"):
+        ledger.checkpoint()
+    ledger.reconcile()  # works while the state is wrong, and writes no checkpoint
+    assert not list(ledger.p.log.replay(types=["plaudit.ledger.checkpoint"]))
+    ledger.audit()
+    assert ledger.checkpoint()["checksum"].is_valid

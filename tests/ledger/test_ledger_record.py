@@ -127,15 +127,24 @@ def test_sessions_and_scores(ledger: Ledger) -> None:
     assert score["session_score"] == 10
     ledger.start_session("s2")
     ledger.record("unused_variables", "lint")
-    ledger.record("pattern_reuse", "explicit", session="s1")
+    ledger.start_session("s3")  # s2 stays open: it can still be named explicitly
+    ledger.record("pattern_reuse", "explicit", session="s2")
+    with pytest.raises(ValidationError, match="has ended"):
+        ledger.record("pattern_reuse", "too late", session="s1")
+    with pytest.raises(ValidationError, match="never started"):
+        ledger.record("pattern_reuse", "unknown", session="s9")
     score = ledger.score()
-    assert score["session_id"] == "s2" and score["session_score"] == -5
+    assert score["session_id"] == "s3" and score["session_score"] == 0
     assert score["total_score"] == 30 + 30 - 20 + 20 - 5 + 20
     assert score["lifetime_score"] == score["total_score"]  # nothing carried over
-    assert [t["total"] for t in score["trend"]] == [score["total_score"] - 20]
-    assert {s["session_id"]: s["score"] for s in ledger.sessions()} == {"s1": 30, "s2": -5}
+    assert score["trend"] == []
+    scores = {s["session_id"]: s["score"] for s in ledger.sessions()}
+    assert scores == {"s1": 10, "s2": 15, "s3": 0}
     with pytest.raises(ValidationError, match="already ended"):
         ledger.end_session("s1")
+    assert ledger.start_session("s1", label="morning")["open"] is False  # never restarts
+    with pytest.raises(ConflictError):
+        ledger.start_session("s1", label="another label")
 
 
 def test_metrics_definitions(ledger: Ledger) -> None:

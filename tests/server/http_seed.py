@@ -20,7 +20,8 @@ def seed(db: str, *, runs: int = 60, decisions: int = 40, transactions: int = 12
         arms += [{"id": f"skill:dev:skill{i}", "tokens": 900} for i in range(3)]
         p.bandit.register(arms)
         for i in range(runs):
-            sel = p.bandit.select(None, token_budget=4000, seed=i, session_id="dash")
+            ctx = "repo-a" if i % 2 else None
+            sel = p.bandit.select(None, token_budget=4000, context=ctx, seed=i, session_id="dash")
             used = [a.split(":", 2)[2] for a in sel.included if rng.random() < 0.6]
             p.bandit.observe(
                 sel.run_id,

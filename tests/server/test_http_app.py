@@ -160,6 +160,28 @@ def test_a_bug_gives_a_bare_500_and_nan_renders_as_null(sqlite_pl: Plaudit, capl
     assert c.get("/v1/broken/nan").json() == {"mean": None, "hi": None, "ok": 0.5}
 
 
+def test_a_value_the_database_cannot_store_is_a_422(pl: Plaudit) -> None:
+    """PostgreSQL refuses NUL bytes in text: that is the input's fault, not a server error."""
+    router = APIRouter()
+
+    @router.get("/echo")
+    def echo(text: str) -> dict[str, str]:
+        with pl.backend.read() as tx:
+            return {"text": tx.scalar("SELECT CAST(? AS TEXT)", (text,))}
+
+    app = create_app(pl)
+    app.include_router(router)
+    c = TestClient(app, raise_server_exceptions=False)
+    assert c.get("/echo", params={"text": "fine"}).json() == {"text": "fine"}
+    r = c.get("/echo", params={"text": "a\x00b"})
+    if pl.dialect == "postgres":
+        assert r.status_code == 422
+        assert "cannot store a value" in r.json()["message"]
+        assert "NUL" in r.json()["message"]
+    else:  # SQLite stores NUL bytes in text
+        assert r.status_code == 200
+
+
 def test_missing_or_broken_route_modules_are_skipped(sqlite_pl: Plaudit, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="plaudit.server"):
         routers, skipped = load_routers(

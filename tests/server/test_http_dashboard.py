@@ -88,6 +88,10 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             assert page.locator("#gates-body tr").count() >= 5
             assert page.locator("#verify-badge").inner_text() == "INTACT"
             assert page.locator("#tx-body tr").count() == 12
+            # The context picker lists the bandit's contexts and redraws for the one chosen.
+            page.select_option("#context-select", "repo-a")
+            page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=5_000)
+            assert "context=repo-a" in page.url
 
             r = httpx.post(
                 f"{srv.url}/v1/ledger/record",

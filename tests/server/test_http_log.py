@@ -158,6 +158,9 @@ def test_tail_filters_stats_and_get(client, pl: Plaudit) -> None:
     only = client.get("/v1/log/tail", params={"n": 10, "type": "other."}).json()["events"]
     assert [e["id"] for e in only] == ["o1"]
     assert client.get("/v1/log/tail", params={"n": 0}).status_code == 422
+    bad_prefix = client.get("/v1/log/tail", params={"type": "a\x00b"})
+    assert bad_prefix.status_code == 422 and bad_prefix.json()["detail"][0]["loc"][1] == "type"
+    assert client.get("/v1/log/events/a%00b").status_code == 422
     assert client.get("/v1/log/tail", params={"n": 1001}).status_code == 422
 
     stats = client.get("/v1/log/stats").json()

@@ -23,18 +23,22 @@ def run_plaudit(
 ) -> subprocess.CompletedProcess[str]:
     """Run the real `plaudit` entry point in a fresh interpreter (by default in a scratch
     directory, so a command without --db never creates ./.plaudit in the checkout)."""
-    if cwd is None:
-        cwd = tempfile.mkdtemp(prefix="plaudit-signals-")
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PLAUDIT_DEBUG", None)
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from plaudit.cli import main; sys.exit(main())", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=120,
-    )
+    with tempfile.TemporaryDirectory(prefix="plaudit-signals-") as scratch:
+        return subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from plaudit.cli import main; sys.exit(main())",
+                *list(args),
+            ],
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd if cwd is not None else scratch,
+            timeout=120,
+        )
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:

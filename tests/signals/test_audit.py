@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +213,37 @@ def test_cli_export_bad_input(tmp_path, args, message) -> None:
     assert message in r.stderr and r.stderr.startswith("error: ")
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path) -> None:
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [
+                sys.executable, "-c", "import sys; from plaudit.cli import main; sys.exit(main())",
+                "signal", "export", "--seq-mem", str(DATA / "compat.jsonl"),
+                "--output-dir", str(tmp_path / "o"), "--max-age-hours", str(BIG_AGE),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            timeout=120,
+            env={**os.environ, "COLUMNS": "100"},
+        )  # fmt: skip
+        os.close(slave)
+        slave = -1
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        if slave != -1:
+            os.close(slave)
+        os.close(master)
+    assert proc.returncode == 0
+    assert b"reading" in b"".join(chunks)  # the bar was drawn on the terminal
+    assert b"reading" not in proc.stdout

@@ -49,6 +49,14 @@ def test_summary_matches_reference(tmp_path, case) -> None:
     assert {k: summary["counts"][k] for k in REFERENCE_COUNTS} == case["counts"]
     assert {k: summary["quality"][k] for k in case["quality"]} == case["quality"]
     assert summary["distributions"] == case["distributions"]
+    in_memory = export(
+        seq_mem=DATA / "compat.jsonl",
+        output_dir=None,
+        max_age_hours=BIG_AGE,
+        **_options(case["args"]),
+    )
+    for key in ("counts", "quality", "distributions"):
+        assert in_memory[key] == summary[key]  # the summary-only path agrees with the export
     on_disk = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert on_disk["counts"] == summary["counts"]
     for split in ("train", "val", "test"):

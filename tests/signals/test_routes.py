@@ -214,3 +214,12 @@ def test_server_side_files_disabled_without_export_root(pl, tmp_path, monkeypatc
     with TestClient(_app(pl)) as c:
         r = c.post("/v1/signals/export", json={"output_dir": "x"})
         assert r.status_code == 200 and (tmp_path / "x" / "summary.json").exists()
+
+
+def test_gates_follow_new_events_immediately(client) -> None:
+    _fill(client, 4)
+    first = client.get("/v1/signals/gates").json()["gates"][0]
+    assert client.get("/v1/signals/gates").json()["gates"][0] == first  # unchanged log: reused
+    client.post("/v1/signals/decision", json={**DECISION, "decision_id": "late"})
+    after = client.get("/v1/signals/gates").json()["gates"][0]
+    assert after["actual"] == first["actual"] + 1

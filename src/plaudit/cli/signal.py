@@ -96,9 +96,9 @@ def _rewards(pairs: tuple[str, ...], raw_map: str | None) -> dict[str, float]:
 @signal.command()
 @db_option
 @click.option(
-    "--seq-mem", type=str, default=None, help="Read this seq_mem.jsonl instead of the log."
+    "--seq-mem", default=None, metavar="FILE", help="Read this seq_mem.jsonl instead of the log."
 )
-@click.option("--output-dir", default=DEFAULT_OUTPUT_DIR, show_default=True)
+@click.option("--output-dir", default=DEFAULT_OUTPUT_DIR, metavar="DIR", show_default=True)
 @click.option("--seed", type=int, default=42, show_default=True)
 @click.option("--val-percent", type=int, default=10, show_default=True)
 @click.option("--test-percent", type=int, default=10, show_default=True)
@@ -192,7 +192,9 @@ def _gate_option(name: str, kind: type, help_text: str) -> Any:
 
 @signal.command()
 @db_option
-@click.option("--summary", "summary_path", default=None, help="summary.json (default: the log's).")
+@click.option(
+    "--summary", "summary_path", metavar="FILE", help="summary.json (default: the log's)."
+)
 @_gate_option("min_decisions", int, "default 500, env ROUTER_SIGNAL_MIN_DECISIONS")
 @_gate_option("min_joined", int, "default 400, env ROUTER_SIGNAL_MIN_JOINED")
 @_gate_option("min_link_rate", float, "default 0.80, env ROUTER_SIGNAL_MIN_LINK_RATE")
@@ -202,8 +204,10 @@ def _gate_option(name: str, kind: type, help_text: str) -> Any:
 @_gate_option("max_split_leakage", float, "extra gate: max share of sessions split apart")
 @_gate_option("min_rows_per_task", int, "extra gate: min rows for every chosen task")
 @_gate_option("max_duplicate_rate", float, "extra gate: max share of duplicate decisions")
-@click.option("--report-out", default=None, help="audit report path (default: beside summary)")
-@click.option("--max-age-hours", type=int, default=168, show_default=True, help="for the log")
+@click.option("--report-out", metavar="FILE", help="audit report path (default: beside summary)")
+@click.option(
+    "--max-age-hours", type=int, default=168, show_default=True, help="when auditing the log"
+)
 @json_option
 def audit(
     db: str | None,

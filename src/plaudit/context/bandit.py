@@ -14,7 +14,7 @@ import numpy as np
 from plaudit.context import config as cfgmod
 from plaudit.context import policy, posteriors
 from plaudit.context.arms import Arm, coerce_arms, parse_arm_id
-from plaudit.context.detect import is_referenced, tool_call_names, tool_call_text
+from plaudit.context.detect import referenced_arms
 from plaudit.context.projection import (
     ARMS_V1,
     CONFIG_V1,
@@ -297,21 +297,13 @@ class Bandit:
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = load_config(w.tx)
-            contents = self._registered(w.tx, included)
-            names = tool_call_names(calls)
-            calls_text = tool_call_text(calls)
-            rewards = {
-                arm_id: int(
-                    is_referenced(
-                        arm_id,
-                        contents[arm_id].content if arm_id in contents else None,
-                        output_text,
-                        calls_text,
-                        names,
-                    )
-                )
-                for arm_id in included
-            }
+            registered = self._registered(w.tx, included)
+            found = referenced_arms(
+                {a: registered[a].content if a in registered else None for a in included},
+                output_text,
+                calls,
+            )
+            rewards = {arm_id: int(found[arm_id]) for arm_id in included}
             updates = phase == "active" and (error is None or cfg.update_on_error)
             payload = {
                 "run_id": run_id,

@@ -15,29 +15,36 @@ _ANCHOR = MEMORY_MIN_MATCH // 2  # k-gram length and output stride: k + stride -
 
 
 class MemoryIndex:
-    """Finds whether any 20-character substring of a memory occurs in a text.
+    """Finds which memories have a 20-character substring in a text, in one pass over it.
 
-    Every 10-character window of the memory is indexed. A common substring of 20 characters
+    Every 10-character window of every memory is indexed. A common substring of 20 characters
     contains an output window starting at a multiple of 10, so the output is probed only every
     10 characters and each hit is extended both ways to confirm 20 characters. Hits are kept as
-    distinct 30-character neighbourhoods, which bounds the work on repetitive memories.
+    distinct 30-character neighbourhoods, which bounds the work on repetitive memories. One
+    index serves all of a run's memories, so a long output is scanned once, not once each.
     """
 
-    def __init__(self, content: str) -> None:
-        self.content = content
-        self.short = len(content) < MEMORY_MIN_MATCH
-        self._grams: dict[str, set[tuple[str, str]]] = {}
-        if self.short:
-            return
+    def __init__(self, contents: str | Mapping[str, str]) -> None:
+        if isinstance(contents, str):
+            contents = {"": contents}
+        self.short: dict[str, str] = {}
+        self.keys = set(contents)
+        self._grams: dict[str, set[tuple[str, str, str]]] = {}
         k = _ANCHOR
-        for p in range(len(content) - k + 1):
-            left = content[max(0, p - k) : p]
-            right = content[p + k : p + 2 * k]
-            self._grams.setdefault(content[p : p + k], set()).add((left, right))
+        for key, content in contents.items():
+            if len(content) < MEMORY_MIN_MATCH:
+                self.short[key] = content
+                continue
+            for p in range(len(content) - k + 1):
+                left = content[max(0, p - k) : p]
+                right = content[p + k : p + 2 * k]
+                self._grams.setdefault(content[p : p + k], set()).add((key, left, right))
 
-    def found_in(self, text: str) -> bool:
-        if self.short:  # nothing 20 long to find: fall back to the whole (non-empty) memory
-            return bool(self.content) and self.content in text
+    def referenced(self, text: str) -> set[str]:
+        """The keys of the memories found in `text`."""
+        # nothing 20 long to find in a short memory: it must appear whole (and be non-empty)
+        found = {key for key, content in self.short.items() if content and content in text}
+        wanted = len(self.keys)
         k = _ANCHOR
         grams = self._grams
         for j in range(0, len(text) - k + 1, k):
@@ -46,12 +53,19 @@ class MemoryIndex:
                 continue
             out_left = text[max(0, j - k) : j]
             out_right = text[j + k : j + 2 * k]
-            for left, right in hoods:
+            for key, left, right in hoods:
+                if key in found:
+                    continue
                 if _common_suffix(out_left, left) + k + _common_prefix(out_right, right) >= (
                     MEMORY_MIN_MATCH
                 ):
-                    return True
-        return False
+                    found.add(key)
+                    if len(found) == wanted:
+                        return found
+        return found
+
+    def found_in(self, text: str) -> bool:
+        return bool(self.referenced(text))
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -70,9 +84,10 @@ def _common_suffix(a: str, b: str) -> int:
     return i
 
 
-@lru_cache(maxsize=512)
-def memory_index(content: str) -> MemoryIndex:
-    return MemoryIndex(content)
+@lru_cache(maxsize=256)
+def memory_index(memories: tuple[tuple[str, str], ...]) -> MemoryIndex:
+    """A cached index for one set of (arm id, content) pairs: agents repeat their inventory."""
+    return MemoryIndex(dict(memories))
 
 
 @lru_cache(maxsize=4096)
@@ -122,5 +137,21 @@ def is_referenced(
             c and (_path_re(c).search(text) or _path_re(c).search(calls_text)) for c in candidates
         )
     if type_ == "memory":
-        return bool(content) and memory_index(content).found_in(text)
+        return bool(content) and MemoryIndex(content).found_in(text)
     return False
+
+
+def referenced_arms(
+    arms: Mapping[str, str | None], text: str, tool_calls: Sequence[Mapping[str, Any]]
+) -> dict[str, bool]:
+    """Apply the rules to a run's included arms ({id: content}); memories share one scan."""
+    names = tool_call_names(tool_calls)
+    calls_text = tool_call_text(tool_calls)
+    memories = tuple(sorted((a, c) for a, c in arms.items() if a.startswith("memory:") and c))
+    found = memory_index(memories).referenced(text) if memories else set()
+    return {
+        arm_id: (arm_id in found)
+        if arm_id.startswith("memory:")
+        else is_referenced(arm_id, content, text, calls_text, names)
+        for arm_id, content in arms.items()
+    }

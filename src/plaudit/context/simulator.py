@@ -194,8 +194,15 @@ class Metrics:
     rare_needed: list[int] = field(default_factory=list)
     rare_hit: list[int] = field(default_factory=list)
 
-    def summary(self, last: int | None = None, miss_penalty: float = 5000.0) -> dict[str, Any]:
-        sl = slice(-last, None) if last else slice(None)
+    def summary(
+        self,
+        last: int | None = None,
+        miss_penalty: float = 5000.0,
+        *,
+        window: tuple[int, int] | None = None,
+    ) -> dict[str, Any]:
+        """Metrics over the last `last` runs, or over runs [start, stop) given as `window`."""
+        sl = slice(*window) if window else slice(-last, None) if last else slice(None)
         tok = np.asarray(self.tokens[sl], dtype=float)
         full = np.asarray(self.full_tokens[sl], dtype=float)
         orc = np.asarray(self.oracle_tokens[sl], dtype=float)

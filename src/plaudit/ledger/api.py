@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plaudit.errors import ValidationError
+from plaudit.errors import IntegrityError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import now_ms, uuid7
 from plaudit.ledger import eventtypes as et
@@ -88,8 +88,13 @@ class Ledger:
         self._check_name(sid, "session")
         if label is not None:
             self._check_name(label, "label")
+        # The id is derived from the session, so starting it twice is one start (or, with a
+        # different label, a ConflictError) and a session never restarts after its end.
         self._append_simple(
-            et.SESSION_START, {"session": sid, "label": label}, session_id=sid, id=None
+            et.SESSION_START,
+            {"session": sid, "label": label},
+            session_id=sid,
+            id=f"ledger-session:{sid}:start",
         )
         return self.session(sid)
 
@@ -104,7 +109,9 @@ class Ledger:
         info = self.session(sid)
         if not info["open"]:
             raise ValidationError("session", f"session {sid!r} has already ended")
-        self._append_simple(et.SESSION_END, {"session": sid}, session_id=sid, id=None)
+        self._append_simple(
+            et.SESSION_END, {"session": sid}, session_id=sid, id=f"ledger-session:{sid}:end"
+        )
         return self.session(sid)
 
     def session(self, session_id: str) -> dict:
@@ -164,12 +171,18 @@ class Ledger:
         return integrity.audit(self.p, self.writer, export_dir=export_dir)
 
     def checkpoint(self) -> dict[str, Any]:
-        """Write a hashed checkpoint now."""
+        """Write a hashed checkpoint now, if the stored totals pass the checksum."""
         with self.p.log.writer() as w:
             head_seq, _ = head_for_update(w.tx)
             self.p.log.projections.ensure_named(w.tx, "ledger", head_seq)
             state = read_state(w.tx)
-            assert state is not None
+            chk = quick_checksum(w.tx, state)
+            if state is None or not chk.is_valid or state["halted"]:
+                raise IntegrityError(
+                    "no checkpoint written: "
+                    + (chk.reason or "the ledger is halted")
+                    + ". Run `plaudit ledger audit` first."
+                )
             self.writer.maybe_checkpoint(w, state, force=True)
         with self.p.backend.read() as tx:
             return {"checksum": quick_checksum(tx, read_state(tx))}

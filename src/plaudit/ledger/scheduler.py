@@ -38,8 +38,10 @@ def start_reconcile_thread(
         while not stop.wait(interval_s):
             try:
                 p.ledger.maybe_reconcile(now=now_ms())
-            except PlauditError as exc:  # keep serving; the failure is in the log as an event
+            except PlauditError as exc:
                 log.warning("ledger reconcile failed: %s", exc)
+            except Exception:  # a database hiccup must not end the hourly pass for good
+                log.exception("ledger reconcile failed unexpectedly")
 
     t = threading.Thread(target=run, name="plaudit-ledger-reconcile", daemon=True)
     t.start()

@@ -87,6 +87,18 @@ def _existing(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:
     return found
 
 
+def _check_sessions(tx: Tx, names: set[Any]) -> None:
+    """Sessions are explicit: a transaction may only name a started session that is open."""
+    for name in sorted(names):
+        row = tx.fetchone(
+            "SELECT started_ms, ended_ms FROM ledger_sessions WHERE session = ?", (name,)
+        )
+        if row is None or row[0] is None:
+            raise ValidationError("session", f"{name!r} was never started (start it first)")
+        if row[1] is not None:
+            raise ValidationError("session", f"{name!r} has ended; its score is final")
+
+
 def _open_session(tx: Tx, state: dict[str, Any]) -> str | None:
     sid = state.get("current_session")
     if sid is None:
@@ -151,7 +163,8 @@ class LedgerWriter:
                         f"checksum failed after the append: stored {after['total']} != "
                         f"{expected}; the transaction was rolled back"
                     )
-                self.maybe_checkpoint(w, after, force=force_checkpoint)
+                if check or force_checkpoint:  # only a verified state becomes a checkpoint
+                    self.maybe_checkpoint(w, after, force=force_checkpoint)
         if halt is not None:
             raise halt
         return out
@@ -181,6 +194,7 @@ class LedgerWriter:
         events: list[Event] = []
         slots: list[int] = []
         src_cache: dict[tuple[str, str], Any] = {}
+        _check_sessions(tx, {p.spec.session for p in pendings} - {None})
         for i, p in enumerate(pendings):
             s = p.spec
             assert p.id is not None

@@ -28,6 +28,7 @@ from plaudit.server.hosts import HostGuard
 from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from plaudit.server.responses import MsgspecJSONResponse
 from plaudit.server.routes import ROUTE_MODULES
+from plaudit.server.writegate import WriteGate
 
 log = logging.getLogger("plaudit.server")
 
@@ -80,8 +81,9 @@ def create_app(
     routers, skipped = load_routers(route_modules)
     app.state.skipped_routes = skipped
     app.include_router(_meta_router(app))
+    gate = [Depends(WriteGate())] if plaudit.dialect == "sqlite" else []
     for router in routers:
-        app.include_router(router)
+        app.include_router(router, dependencies=gate)
     _mount_dashboard(app)
     _document_write_auth(app, routers)
 

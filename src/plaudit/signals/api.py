@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,8 +24,12 @@ class Signals:
     redacted, and re-emitting the same event is acknowledged as `present`.
     """
 
+    #: How long the log's summary is reused while the log has not changed (dashboard polls).
+    SUMMARY_TTL_SECONDS = 30.0
+
     def __init__(self, plaudit: Plaudit) -> None:
         self.plaudit = plaudit
+        self._summary_cache: tuple[tuple[Any, ...], float, dict[str, Any]] | None = None
 
     # -- emit ---------------------------------------------------------------------------
     def decision(
@@ -175,8 +180,23 @@ class Signals:
         from plaudit.signals.audit import audit
 
         if summary is None:
-            summary = self.summary(max_age_hours=max_age_hours)
+            summary = self._log_summary(max_age_hours)
         return audit(summary, limits=limits, report_out=report_out, write=write)
+
+    def _log_summary(self, max_age_hours: int) -> dict[str, Any]:
+        """The log's summary, reused for a short while if the log has not changed since.
+
+        Computing it replays every router event; a dashboard polling the gates every few
+        seconds would otherwise redo that work on an idle log.
+        """
+        key = (self.plaudit.log.head().digest, max_age_hours)
+        now = time.monotonic()
+        cached = self._summary_cache
+        if cached is not None and cached[0] == key and now - cached[1] < self.SUMMARY_TTL_SECONDS:
+            return cached[2]
+        summary = self.summary(max_age_hours=max_age_hours)
+        self._summary_cache = (key, now, summary)
+        return summary
 
     def gates(self, *, max_age_hours: int = 168, **limits: Any) -> dict[str, Any]:
         """The dashboard's view: the log's gates with default thresholds (env overrides apply);

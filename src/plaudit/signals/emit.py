@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
-
 import time
+from typing import TYPE_CHECKING, Any
 
 from plaudit.signals.contract import Emission
 from plaudit.signals.seqmem_file import append_row

@@ -15,7 +15,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,8 @@ def check_options(
     seed: int,
 ) -> dict[str, float]:
     """Validate export options; returns the effective reward map."""
+    if isinstance(formats, str):
+        raise ValidationError("format", f"must be a list of formats, e.g. [{formats!r}]")
     if split_by not in ("decision", "session"):
         raise ValidationError("split_by", f"{split_by!r} is not 'decision' or 'session'")
     if not formats:
@@ -98,10 +99,6 @@ class _Outputs:
         for split in SPLITS:
             for fmt in self.formats:
                 self.writers[split].append(open_writer(fmt, self.tmp, split))
-
-    def write(self, split: str, row: dict[str, Any]) -> None:
-        for w in self.writers[split]:
-            w.write(row)
 
     def close(self) -> None:
         for ws in self.writers.values():
@@ -169,7 +166,14 @@ def collect_log(
     plaudit: Plaudit, *, now_ms: int, max_age_hours: int, progress: Progress | None
 ) -> Collector:
     col = Collector(now_ms=now_ms, max_age_hours=max_age_hours)
-    col.feed_events(plaudit.log.replay(types=[PREFIX]), progress=progress)
+    # Straight from the table, in log order, without building an event object per row.
+    upper = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
+    sql = (
+        "SELECT type, ts_ms, session_id, payload FROM plaudit_events "
+        "WHERE type >= ? AND type < ? ORDER BY seq"
+    )
+    with plaudit.backend.read() as tx:
+        col.feed_rows(tx.iterate(sql, (PREFIX, upper)), progress=progress)
     return col
 
 
@@ -335,31 +339,44 @@ def _run(
     progress: Progress | None,
 ) -> dict[str, Any]:
     counts = collected.counts
-    outcome_counts: Counter[str] = Counter()
-    task_counts: Counter[str] = Counter()
+    outcome_counts: dict[str, int] = {}
+    task_counts: dict[str, int] = {}
     split_rows = dict.fromkeys(SPLITS, 0)
     session_splits: dict[str, int] = {}
     bit = {"train": 1, "val": 2, "test": 4}
     rows: Iterable[dict[str, Any]] = joined_rows(
-        collected, history_size=history_size, rewards=rewards, progress=progress
+        collected,
+        history_size=history_size,
+        rewards=rewards,
+        progress=progress,
+        full=outputs is not None,
     )
+    by_session = split_by == "session"
+    session_split: dict[str, str] = {}  # sessions repeat: bucket each once
+    writers = outputs.writers if outputs is not None else None
     for row in rows:
-        split = assign(
-            row["id"],
-            row["session_id"],
-            seed=seed,
-            val_percent=val_pct,
-            test_percent=test_pct,
-            by=split_by,  # type: ignore[arg-type]
-        )
-        split_rows[split] += 1
-        outcome_counts[row["outcome"] or "unknown"] += 1
-        task_counts[row["chosen_task"] or "unknown"] += 1
         session = row["session_id"]
+        if by_session and session:
+            split = session_split.get(session)
+            if split is None:
+                split = session_split[session] = assign(
+                    row["id"], session, seed=seed, val_percent=val_pct, test_percent=test_pct,
+                    by="session",
+                )  # fmt: skip
+        else:
+            split = assign(
+                row["id"], session, seed=seed, val_percent=val_pct, test_percent=test_pct
+            )
+        split_rows[split] += 1
+        key = row["outcome"] or "unknown"
+        outcome_counts[key] = outcome_counts.get(key, 0) + 1
+        key = row["chosen_task"] or "unknown"
+        task_counts[key] = task_counts.get(key, 0) + 1
         if session:
             session_splits[session] = session_splits.get(session, 0) | bit[split]
-        if outputs is not None:
-            outputs.write(split, row)
+        if writers is not None:
+            for w in writers[split]:
+                w.write(row)
     counts.train_rows = split_rows["train"]
     counts.val_rows = split_rows["val"]
     counts.test_rows = split_rows["test"]
@@ -373,7 +390,7 @@ def _run(
             "decision_outcome_link_rate": round(joined / max(1, counts.decisions), 6),
             "override_rate": round(counts.overrides / max(1, joined), 6),
             "task_dominance": round(
-                (task_counts.most_common(1)[0][1] / max(1, joined)) if task_counts else 0.0, 6
+                (max(task_counts.values()) / max(1, joined)) if task_counts else 0.0, 6
             ),
             "duplicate_rate": round(
                 (counts.duplicate_decision_ids + counts.dropped_duplicate_rows) / max(1, seen), 6

@@ -78,7 +78,9 @@ class _Lines:
 
 
 class JsonlWriter(_Lines):
-    pass
+    def write(self, row: dict[str, Any]) -> None:
+        self._f.write(_enc.encode(row) + b"\n")
+        self.rows += 1
 
 
 class PreferenceWriter(_Lines):

@@ -14,9 +14,9 @@ so a retried decision re-emitted under a new id is dropped and counted.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import IO, Any
 
 import msgspec
@@ -98,7 +98,7 @@ def _float(value: Any) -> float:
         f = float(value or 0.0)
     except (TypeError, ValueError, OverflowError):
         return 0.0
-    return f if math.isfinite(f) else 0.0
+    return f if isfinite(f) else 0.0
 
 
 def _int(value: Any) -> int:
@@ -152,16 +152,13 @@ class Counts:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-# A decision as kept between the passes: [ts_ms, row session, head, first position].
-# A list rather than an object: 200,000 of them must stay small and cheap to build.
-_Decision = list
-
-
 @dataclass
 class Collected:
     """The first pass: the latest decision and outcome per id, overrides, and the counts."""
 
     counts: Counts = field(default_factory=Counts)
+    # decision id -> [ts_ms, row session, head, first position]: a list rather than an object,
+    # because 200,000 of them must stay small and cheap to build.
     decisions: dict[str, list[Any]] = field(default_factory=dict)
     outcomes: dict[str, _Head] = field(default_factory=dict)
     overrides: dict[str, _Head] = field(default_factory=dict)
@@ -310,13 +307,22 @@ class Collector:
         if progress is not None:
             progress("reading", done, total)
 
-    def feed_events(self, events: Iterable[Any], *, progress: Progress | None = None) -> None:
-        """Events from the log (already validated, payload = subject)."""
+    def feed_rows(
+        self, rows: Iterable[tuple[str, int, str, str]], *, progress: Progress | None = None
+    ) -> None:
+        """(type, ts_ms, session_id, payload JSON text) rows straight from the log's table:
+        the payload is decoded once, into the fields the export needs."""
+        decode_head = _head_decoder.decode
+        add = self.add
         n = 0
-        for e in events:
-            self.add(e.type, e.ts_ms, e.session_id, _head_from(e.payload))
+        for name, ts_ms, session, payload in rows:
             n += 1
-            if progress is not None and n % 20_000 == 0:
+            try:
+                head = decode_head(payload)
+            except msgspec.DecodeError:
+                head = _EMPTY_HEAD
+            add(name, ts_ms, session, head)
+            if progress is not None and not n % 20_000:
                 progress("reading", n, None)
         self.out.counts.lines += n
 
@@ -373,8 +379,12 @@ def joined_rows(
     history_size: int = 3,
     rewards: dict[str, float] | None = None,
     progress: Progress | None = None,
+    full: bool = True,
 ) -> Iterator[dict[str, Any]]:
     """Yield the joined rows oldest first, duplicates (same content) already dropped.
+
+    `full=False` yields only `id`, `session_id`, `chosen_task` and `outcome` (enough for a
+    summary), skipping the history and the row itself.
 
     Updates `col.counts` (missing_outcome, joined_rows, dropped_duplicate_rows, overrides) as it
     goes, so the counts are final once the iterator is exhausted.
@@ -388,22 +398,29 @@ def joined_rows(
     # Per-session timelines of (ts, decision id, task), ordered as the reference orders them:
     # by timestamp, ties in first-seen order (a stable sort on ts alone).
     timelines: dict[str, list[tuple[int, str, str]]] = {}
-    order: list[tuple[int, int, str, str]] = []
+    order: list[tuple[Any, ...]] = []
     missing = 0
     for did, (ts_ms, row_session, head, first) in decisions.items():
-        session = _s(head.session_id) or row_session
-        chosen = _s(head.chosen_task)
+        session = head.session_id
+        if type(session) is not str:
+            session = _s(session)
+        session = session or row_session
+        chosen = head.chosen_task
+        if type(chosen) is not str:
+            chosen = _s(chosen)
         if session:
             tl = timelines.get(session)
             if tl is None:
                 tl = timelines[session] = []
             tl.append((ts_ms, did, chosen))
-        if did not in outcomes:
+        o_head = outcomes.get(did)
+        if o_head is None:
             missing += 1
         elif not chosen:
             c.skipped_no_chosen_task += 1
         else:
-            order.append((ts_ms, first, did, session))
+            # (ts, first position) is unique, so sorting never compares the rest.
+            order.append((ts_ms, first, did, session, chosen, head, o_head))
     c.missing_outcome = missing
     position: dict[str, int] = {}
     for tl in timelines.values():
@@ -419,14 +436,12 @@ def joined_rows(
     encode = _canon.encode
     joined = 0
     overridden = 0
-    for n, (ts_ms, _, did, session) in enumerate(order, 1):
+    reward_of = reward_map.get
+    for n, (ts_ms, _, did, session, chosen, subj, o_head) in enumerate(order, 1):
         if progress is not None and not n % 20_000:
             progress("joining", n, total)
-        subj = decisions[did][2]
-        o_head = outcomes[did]
-        chosen = _s(subj.chosen_task)
         history: list[dict[str, Any]] = []
-        if k and session:
+        if full and k and session:
             idx = position[did]
             if idx:
                 tl = timelines[session]
@@ -440,24 +455,40 @@ def joined_rows(
                             "ts_ms": past_ts,
                         }
                     )
-        override_task = _s(o_head.manual_override_task)
+        override_task = o_head.manual_override_task
+        if type(override_task) is not str:
+            override_task = _s(override_task)
         if not override_task:
             last = overrides.get(did)
             if last is not None:
                 override_task = _s(last.override_task)
-        outcome = _s(o_head.outcome)
+        outcome = o_head.outcome
+        if type(outcome) is not str:
+            outcome = _s(outcome)
         context = subj.context
         if not _starts(context, 123):  # "{": the reference keeps only an object
             context = _EMPTY_OBJECT
         candidates = subj.candidates
         if not _starts(candidates, 91):  # "[": ... and only a list
             candidates = _EMPTY_LIST
-        source = _s(subj.source) or "flow"
+        source = subj.source
+        if type(source) is not str:
+            source = _s(source)
+        source = source or "flow"
         intent = subj.user_intent
-        confidence = _float(subj.confidence)
-        executed = _s(o_head.task_executed) or chosen
-        ttr = _int(o_head.time_to_resolution_ms)
-        error_kind = _s(o_head.error_kind)
+        confidence = subj.confidence
+        if type(confidence) is not float or not isfinite(confidence):
+            confidence = _float(confidence)
+        executed = o_head.task_executed
+        if type(executed) is not str:
+            executed = _s(executed)
+        executed = executed or chosen
+        ttr = o_head.time_to_resolution_ms
+        if type(ttr) is not int:
+            ttr = _int(ttr)
+        error_kind = o_head.error_kind
+        if type(error_kind) is not str:
+            error_kind = _s(error_kind)
         fp = subj.project_fingerprint
         path = subj.project_path
         branch = subj.git_branch
@@ -492,10 +523,13 @@ def joined_rows(
             c.dropped_duplicate_rows += 1
             continue
         seen.add(digest)
-        propensity = subj.propensity
         joined += 1
         if override_task:
             overridden += 1
+        if not full:
+            yield {"id": did, "session_id": session, "chosen_task": chosen, "outcome": outcome}
+            continue
+        propensity = subj.propensity
         yield {
             "schema_version": "flow_router_train_row_v1",
             "id": did,
@@ -518,7 +552,7 @@ def joined_rows(
             "error_kind": error_kind,
             "manual_override_task": override_task,
             "event_history": history,
-            "reward": reward_map.get(outcome, 0.0),
+            "reward": reward_of(outcome, 0.0),
             "dedupe_id": digest.hex(),
             "propensity": propensity if type(propensity) in (int, float) else None,
         }

@@ -3,7 +3,8 @@
 The row matches the reference emitter's (`ts_ms`, `dur_us`, `ok`, `session_id`, `event_id`,
 `content_hash`, `name`, `subject` as a JSON string with sorted keys). Each row is written with
 one `write` under an exclusive `flock`, then fsynced, so parallel shell hooks never interleave
-or tear lines, and a row is on disk when the emitter reports success.
+lines, and a row is on disk when the emitter reports success. If an earlier writer died mid-line,
+the torn fragment is closed off first, so it cannot swallow the next row.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from plaudit.errors import ValidationError
 from plaudit.signals.contract import Emission
 
 
-def _safe_json(value: Any) -> str:
+def safe_json(value: Any) -> str:
     # The reference's encoding: ASCII-only, sorted keys, default separators.
     return json.dumps(value, ensure_ascii=True, sort_keys=True)
 
 
 def seq_mem_row(emission: Emission, ts_ms: int) -> dict[str, Any]:
-    subject = _safe_json(emission.payload)
+    subject = safe_json(emission.payload)
     return {
         "ts_ms": ts_ms,
         "dur_us": 0,
@@ -44,7 +45,7 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
     try:
         parent = os.path.dirname(os.path.abspath(target))
         os.makedirs(parent, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ValidationError(
@@ -52,6 +53,10 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
         ) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            # A writer killed mid-line left a torn row: end it, so ours stays a line of its own.
+            data = b"\n" + data
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
@@ -65,5 +70,5 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
 
 def append_row(path: str | os.PathLike[str], emission: Emission, ts_ms: int) -> dict[str, Any]:
     row = seq_mem_row(emission, ts_ms)
-    append_line(path, _safe_json(row))
+    append_line(path, safe_json(row))
     return row

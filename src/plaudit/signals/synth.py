@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from plaudit.signals.contract import build_decision, build_outcome, build_override
-from plaudit.signals.seqmem_file import _safe_json, seq_mem_row
+from plaudit.signals.seqmem_file import safe_json, seq_mem_row
 
 TASKS = (
     "ai:flow/dev-check",
@@ -116,7 +116,7 @@ def write(out: IO[str], decisions: int, **kwargs: Any) -> int:
     """Write rows as JSON lines; returns how many lines."""
     n = 0
     for row in rows(decisions, **kwargs):
-        out.write(_safe_json(row))
+        out.write(safe_json(row))
         out.write("\n")
         n += 1
     return n

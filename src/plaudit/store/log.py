@@ -27,7 +27,13 @@ from plaudit.events import Event, Prepared, StoredEvent, prepare
 from plaudit.store import chain
 from plaudit.store.backend import Backend, Tx
 from plaudit.store.chain import GENESIS, RangeResult, check_rows, range_sql
-from plaudit.store.projections import EVENT_SELECT, ProjectionManager, _row_to_event, scan
+from plaudit.store.projections import (
+    EVENT_SELECT,
+    ProjectionManager,
+    _row_to_event,
+    scan,
+    type_condition,
+)
 from plaudit.store.schema import EVENT_COLUMNS, create_schema
 
 Status = Literal["appended", "present", "conflict"]
@@ -150,7 +156,10 @@ class EventLog:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.projections = ProjectionManager()
-        self._optimistic = True
+        # In-process SQLite statements cost microseconds, so the savepoint is cheaper than the
+        # id lookup; on PostgreSQL each is a round trip and the lookup (one) beats two.
+        self._try_optimistic = backend.dialect == "sqlite"
+        self._optimistic = self._try_optimistic
         self._head_sql = "SELECT seq, hash FROM plaudit_head WHERE one = 1" + (
             " FOR UPDATE" if backend.dialect == "postgres" else ""
         )
@@ -221,7 +230,7 @@ class EventLog:
                 tx.execute("RELEASE SAVEPOINT plaudit_append")
                 return self._finish(tx, rows, stored, results, seq, tip)
         existing = self._existing(tx, list({p.event.id for p in prepared}))
-        self._optimistic = not existing
+        self._optimistic = self._try_optimistic and not existing
         rows, stored, results, seq, tip = self._chain(
             prepared, existing, head_seq, prev, on_conflict
         )
@@ -324,6 +333,8 @@ class EventLog:
         return self.head().length
 
     def get(self, event_id: str) -> StoredEvent | None:
+        if not isinstance(event_id, str) or "\x00" in event_id:
+            return None  # no committed id can hold it (and PostgreSQL refuses NUL in text)
         with self.backend.read() as tx:
             row = tx.fetchone(f"{EVENT_SELECT} WHERE id = ?", (event_id,))
         return None if row is None else _row_to_event(row)
@@ -343,10 +354,9 @@ class EventLog:
         """The last `n` events, oldest first."""
         with self.backend.read() as tx:
             if types:
-                cond = " OR ".join("type LIKE ?" for _ in types)
+                cond, params = type_condition(types)
                 rows = tx.fetchall(
-                    f"{EVENT_SELECT} WHERE {cond} ORDER BY seq DESC LIMIT ?",
-                    [*(t.replace("%", "") + "%" for t in types), n],
+                    f"{EVENT_SELECT} WHERE {cond} ORDER BY seq DESC LIMIT ?", [*params, n]
                 )
             else:
                 rows = tx.fetchall(f"{EVENT_SELECT} ORDER BY seq DESC LIMIT ?", (n,))

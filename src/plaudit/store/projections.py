@@ -16,6 +16,7 @@ Register one with :func:`register_projection`, either as an object or as an impo
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -90,6 +91,27 @@ def _upper(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+# Characters an event type may contain (see `plaudit.events.TYPE_RE`).
+_TYPE_CHARS = re.compile(r"[A-Za-z0-9_.\-]*")
+
+
+def type_condition(prefixes: Sequence[str]) -> tuple[str, list[Any]]:
+    """SQL for "type starts with one of `prefixes`", as a range so `_` and `%` are literal.
+
+    A prefix with a character no type can hold matches nothing (and is never sent to the
+    database, which may refuse it, e.g. PostgreSQL and NUL); an empty one matches everything.
+    """
+    usable = [p for p in prefixes if isinstance(p, str) and _TYPE_CHARS.fullmatch(p)]
+    if "" in usable:
+        return "1 = 1", []
+    if not usable:
+        return "1 = 0", []
+    params: list[Any] = []
+    for p in usable:
+        params.extend((p, _upper(p)))
+    return "(" + " OR ".join("(type >= ? AND type < ?)" for _ in usable) + ")", params
+
+
 def _row_to_event(row: Sequence[Any]) -> StoredEvent:
     seq, id_, type_, ts, sess, src, payload, meta, h = row
     return StoredEvent(
@@ -125,9 +147,9 @@ def scan(
         where.append("seq <= ?")
         params.append(until)
     if prefixes:
-        where.append("(" + " OR ".join("(type >= ? AND type < ?)" for _ in prefixes) + ")")
-        for p in prefixes:
-            params.extend((p, _upper(p)))
+        cond, cond_params = type_condition(prefixes)
+        where.append(cond)
+        params.extend(cond_params)
     sql = f"{EVENT_SELECT} WHERE {' AND '.join(where)} ORDER BY seq LIMIT {int(chunk)}"
     last = after
     while True:

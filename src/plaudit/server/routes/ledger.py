@@ -8,9 +8,10 @@ background thread started by this router's lifespan).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from datetime import date
 from typing import Annotated, Any, Literal
 
@@ -24,6 +25,7 @@ from plaudit.events import MAX_ID_LEN, MAX_NAME_LEN
 from plaudit.ledger.spec import MAX_ACTION_LEN, MAX_POINTS
 from plaudit.server.deps import get_plaudit, require_write
 
+log = logging.getLogger("plaudit.server.ledger")
 MAX_BATCH = 10_000
 RECONCILE_CHECK_S = 60.0
 
@@ -85,9 +87,14 @@ def _plain(value: Any) -> Any:
 
 
 def _after_write(p: Plaudit) -> None:
-    """Every 10 transactions: reconcile. A failure here never fails the write."""
-    with suppress(PlauditError):
+    """Every 10 transactions: reconcile. The write is already committed, so a failure here is
+    logged and never turns its response into an error."""
+    try:
         p.ledger.maybe_reconcile()
+    except PlauditError as exc:
+        log.warning("ledger reconcile after a write failed: %s", exc)
+    except Exception:
+        log.exception("ledger reconcile after a write failed unexpectedly")
 
 
 def _items(body: RecordIn) -> dict[str, Any]:

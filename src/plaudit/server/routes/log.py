@@ -24,6 +24,9 @@ PlauditDep = Annotated[Plaudit, Depends(get_plaudit)]
 #: Most events one append request may carry (the body size limit applies as well).
 MAX_BATCH = 10_000
 MAX_TAIL = 1_000
+#: What an event type (or a prefix of one) may contain; see plaudit.events.TYPE_RE.
+TYPE_PREFIX = r"^[A-Za-z0-9_.\-]+$"
+NO_CONTROL = r"^[^\x00-\x1f\x7f]+$"
 
 
 class EventIn(BaseModel):
@@ -128,7 +131,8 @@ def tail(
     p: PlauditDep,
     n: Annotated[int, Query(ge=1, le=MAX_TAIL, description="How many of the newest events.")] = 10,
     type: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LEN)]] | None,
+        list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LEN, pattern=TYPE_PREFIX)]]
+        | None,
         Query(description="Only event types starting with this prefix (repeatable)."),
     ] = None,
 ) -> dict[str, Any]:
@@ -138,7 +142,8 @@ def tail(
 
 @router.get("/events/{event_id}")
 def get_event(
-    event_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_LEN)], p: PlauditDep
+    event_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_LEN, pattern=NO_CONTROL)],
+    p: PlauditDep,
 ) -> dict[str, Any]:
     """One committed event by id, with its position and chain hash."""
     e = p.log.get(event_id)

@@ -10,7 +10,7 @@
   const C = window.PlauditCharts;
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
-  const context = params.get("context");
+  let context = params.get("context") || "";
 
   let lastHead = null;
   let lastSlow = 0;
@@ -268,15 +268,39 @@
     return head;
   }
 
-  async function slow() {
+  function renderContexts(data) {
+    const list = data && Array.isArray(data.contexts) ? data.contexts.map(String) : [];
+    const select = $("context-select");
+    $("context-label").hidden = list.length === 0 && !context;
+    const wanted = ["", ...list];
+    if (context && !wanted.includes(context)) wanted.push(context);
+    const have = Array.from(select.options).map((o) => o.value);
+    if (have.join("\u0000") !== wanted.join("\u0000")) {
+      select.replaceChildren();
+      for (const value of wanted) {
+        const opt = document.createElement("option");
+        opt.value = value;
+        opt.textContent = value || "all (global)";
+        select.appendChild(opt);
+      }
+    }
+    select.value = context;
+  }
+
+  async function posteriors() {
     const q = context ? `?context=${encodeURIComponent(context)}` : "";
-    const [post, sav, gates, ver] = await Promise.all([
-      get(`/v1/bandit/posteriors${q}`),
+    renderPosteriors(await get(`/v1/bandit/posteriors${q}`));
+  }
+
+  async function slow() {
+    const [, ctx, sav, gates, ver] = await Promise.all([
+      posteriors(),
+      get("/v1/bandit/contexts"),
       get("/v1/bandit/savings"),
       get("/v1/signals/gates"),
       get("/v1/log/verify"),
     ]);
-    renderPosteriors(post);
+    renderContexts(ctx);
     renderSavings(sav);
     renderGates(gates);
     renderVerify(ver);
@@ -300,7 +324,17 @@
     }
   }
 
+  function onContextChange() {
+    context = $("context-select").value;
+    const url = new URL(location.href);
+    if (context) url.searchParams.set("context", context);
+    else url.searchParams.delete("context");
+    history.replaceState(null, "", url);
+    posteriors();
+  }
+
   async function start() {
+    $("context-select").addEventListener("change", onContextChange);
     const health = await get("/v1/health");
     if (health) backendName = `${health.backend} · `;
     tick();
