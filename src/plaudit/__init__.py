@@ -1,38 +1,51 @@
-"""plaudit: a reinforcement-feedback layer for LLM agents on one tamper-evident event log."""
+"""plaudit: a reinforcement-feedback layer for LLM agents on one tamper-evident event log.
 
-from plaudit.context import Arm, ArmStats, BanditConfig, Observation, Selection
-from plaudit.core import Plaudit
-from plaudit.errors import (
-    BackendUnavailableError,
-    ConfigError,
-    ConflictError,
-    IntegrityError,
-    NotFoundError,
-    PlauditError,
-    ValidationError,
-)
-from plaudit.events import Event, StoredEvent, make_event
-from plaudit.ids import uuid7
-from plaudit.store import (
-    AppendResult,
-    BatchResult,
-    EventLog,
-    Head,
-    Projection,
-    Tx,
-    VerifyReport,
-    register_projection,
-    unregister_projection,
-)
+Names are imported on first use, so `import plaudit` (and a shell hook's `plaudit signal emit`)
+does not pay for modules it never touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Plaudit": "plaudit.core",
+    "Arm": "plaudit.context",
+    "ArmStats": "plaudit.context",
+    "BanditConfig": "plaudit.context",
+    "Observation": "plaudit.context",
+    "Selection": "plaudit.context",
+    "BackendUnavailableError": "plaudit.errors",
+    "ConfigError": "plaudit.errors",
+    "ConflictError": "plaudit.errors",
+    "IntegrityError": "plaudit.errors",
+    "NotFoundError": "plaudit.errors",
+    "PlauditError": "plaudit.errors",
+    "ValidationError": "plaudit.errors",
+    "Event": "plaudit.events",
+    "StoredEvent": "plaudit.events",
+    "make_event": "plaudit.events",
+    "uuid7": "plaudit.ids",
+    "AppendResult": "plaudit.store",
+    "BatchResult": "plaudit.store",
+    "EventLog": "plaudit.store",
+    "Head": "plaudit.store",
+    "Projection": "plaudit.store",
+    "Tx": "plaudit.store",
+    "VerifyReport": "plaudit.store",
+    "register_projection": "plaudit.store",
+    "unregister_projection": "plaudit.store",
+}
 
 __all__ = [
     "AppendResult",
     "Arm",
     "ArmStats",
-    "BanditConfig",
     "BackendUnavailableError",
+    "BanditConfig",
     "BatchResult",
     "ConfigError",
     "ConflictError",
@@ -56,3 +69,43 @@ __all__ = [
     "unregister_projection",
     "uuid7",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plaudit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from plaudit.context import Arm, ArmStats, BanditConfig, Observation, Selection
+    from plaudit.core import Plaudit
+    from plaudit.errors import (
+        BackendUnavailableError,
+        ConfigError,
+        ConflictError,
+        IntegrityError,
+        NotFoundError,
+        PlauditError,
+        ValidationError,
+    )
+    from plaudit.events import Event, StoredEvent, make_event
+    from plaudit.ids import uuid7
+    from plaudit.store import (
+        AppendResult,
+        BatchResult,
+        EventLog,
+        Head,
+        Projection,
+        Tx,
+        VerifyReport,
+        register_projection,
+        unregister_projection,
+    )

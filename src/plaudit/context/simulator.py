@@ -391,6 +391,16 @@ def scenario_arms(sc: Scenario) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class RunDetail:
+    """What the hidden world knew about one run: handed to `run_store`'s callback."""
+
+    task: str
+    needed: list[str]
+    missed: list[str]
+    rare_missed: int
+
+
 def run_store(
     p: Plaudit,
     sc: Scenario,
@@ -398,7 +408,7 @@ def run_store(
     *,
     seed: int = 0,
     session_id: str = "simulator",
-    on_run: Callable[[int, Any, Any], None] | None = None,
+    on_run: Callable[[int, Any, Any, RunDetail], None] | None = None,
 ) -> Metrics:
     """Drive `p.bandit` for `runs` runs: select, simulate the model, observe."""
     world = np.random.default_rng(seed)
@@ -423,7 +433,17 @@ def run_store(
         used = int(sc.tokens[included].sum())
         obs = p.bandit.observe(sel.run_id, text, calls, usage_tokens=used + 500, duration_ms=1000.0)
         if on_run is not None:
-            on_run(run, sel, obs)
+            on_run(
+                run,
+                sel,
+                obs,
+                RunDetail(
+                    task=sc.task_types[task],
+                    needed=[sc.ids[i] for i in np.flatnonzero(needed)],
+                    missed=[sc.ids[i] for i in np.flatnonzero(needed & ~included)],
+                    rare_missed=int((needed & ~included & rare).sum()),
+                ),
+            )
         m.tokens.append(used)
         m.oracle_tokens.append(int(sc.tokens[needed].sum()))
         m.full_tokens.append(full_tokens)
