@@ -115,6 +115,8 @@ def test_audit_and_halt_from_the_cli(cli, db_url: str) -> None:
     assert code == 0 and "6 resume" in out
     code, out, _ = cli("ledger", "record", "-c", "pattern_reuse", "-a", "b", "--json")
     assert code == 0 and json.loads(out)["running_total"] == 40
+    code, out, _ = cli("ledger", "incidents", "--json")
+    assert [i["kind"] for i in json.loads(out)["incidents"]] == ["audit", "checksum_mismatch"]
 
 
 def test_config_option(cli, tmp_path: Path) -> None:

@@ -99,6 +99,8 @@ def test_other_endpoints(client: TestClient) -> None:
     audit = client.post("/v1/ledger/audit").json()
     assert audit["checksum_valid_after"] is True
     assert client.get("/v1/ledger/sessions").json() == {"sessions": []}
+    kinds = [i["kind"] for i in client.get("/v1/ledger/incidents").json()["incidents"]]
+    assert kinds == ["audit"]
 
 
 @pytest.mark.parametrize(

@@ -165,6 +165,9 @@ def test_recover_rebuilds_a_tampered_projection(ledger: Ledger) -> None:
     assert ledger.score()["total_score"] == expected
     incidents = [e.payload["kind"] for e in ledger.p.log.replay(types=["plaudit.ledger.incident"])]
     assert incidents == ["checksum_mismatch"]
+    listed = ledger.incidents()
+    assert [i["kind"] for i in listed] == ["checksum_mismatch"]
+    assert listed[0]["detail"]["projection_rebuilt"] is True
 
 
 def test_rebuild_reproduces_identical_state(ledger: Ledger, memory_bank) -> None:
@@ -243,3 +246,15 @@ def test_no_checkpoint_captures_a_tampered_state(ledger: Ledger) -> None:
     assert not list(ledger.p.log.replay(types=["plaudit.ledger.checkpoint"]))
     ledger.audit()
     assert ledger.checkpoint()["checksum"].is_valid
+
+
+def test_audit_exports_a_restorable_backup(ledger: Ledger, tmp_path) -> None:
+    _fill(ledger)
+    r = ledger.audit(export_dir=tmp_path / "audits")
+    export = r["steps"]["export"]
+    assert export["file"].endswith(f"audit-{r['audit']}.jsonl")
+    with Plaudit.open(tmp_path / "copy.db") as copy:
+        restored = copy.ledger.restore(export["file"])
+        assert restored["log_ok"] and restored["checksum_valid"]
+        # the export was taken while frozen: the copy holds the freeze, not the resume
+        assert copy.ledger.score()["halted"] is True

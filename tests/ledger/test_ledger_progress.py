@@ -129,3 +129,13 @@ def test_truncated_progress_file(ledger: Ledger, tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="malformed at line"):
         ledger.import_progress(path)
     assert ledger.p.log.head().length == 0
+
+
+def test_identical_entries_count_once(ledger: Ledger, tmp_path: Path) -> None:
+    doc = json.loads((DATA / "progress.json").read_text())
+    doc["transaction_log"].append(dict(doc["transaction_log"][0]))
+    path = tmp_path / "progress.json"
+    path.write_text(json.dumps(doc))
+    r = ledger.import_progress(path)
+    assert r["imported"] == 2 and r["duplicates_in_file"] == 1
+    assert ledger.score()["total_score"] == 285

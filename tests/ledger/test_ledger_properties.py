@@ -78,3 +78,62 @@ def test_totals_always_add_up(tmp_path_factory, batches: list) -> None:
         assert s["total_score"] == expected
         assert s["rewards_total"] + s["penalties_total"] == expected
         assert p.ledger.verify()["ok"]
+
+
+REWARDS = sorted(n for n, c in CFG.categories.items() if c.type == "reward")
+PENALTIES = sorted(n for n, c in CFG.categories.items() if c.type == "penalty")
+entry = st.one_of(
+    st.tuples(st.just("reward"), st.sampled_from(REWARDS), st.integers(0, 500)),
+    st.tuples(st.just("penalty"), st.sampled_from(PENALTIES), st.integers(-500, 0)),
+)
+
+
+@SETTINGS
+@given(
+    entries=st.lists(entry, max_size=8),
+    total=st.integers(-5000, 5000),
+    earned=st.one_of(st.none(), st.integers(0, 5000)),
+)
+def test_import_always_lands_on_the_file_total(
+    tmp_path_factory, entries: list, total: int, earned: int | None
+) -> None:
+    import json
+
+    d = tmp_path_factory.mktemp("imp")
+    rewards: dict = {} if earned is None else {"total_earned": earned}
+    penalties: dict = {} if earned is None else {"total_incurred": min(0, total - earned)}
+    doc = {
+        "schema_version": "1.0.0",
+        "reinforcement_learning_ledger": {
+            "total_score": total,
+            "rewards": rewards,
+            "penalties": penalties,
+            "metrics": {},
+            "checksum_validation": {
+                "calculated_total": total,
+                "stored_total": total,
+                "is_valid": True,
+            },
+        },
+        "transaction_log": [
+            {
+                "id": f"tx-{i}",
+                "timestamp": f"2025-10-13T12:{i:02d}:00+00:00",
+                "type": t,
+                "category": c,
+                "points": pts,
+                "running_total": 0,
+            }
+            for i, (t, c, pts) in enumerate(entries)
+        ],
+    }
+    path = d / "progress.json"
+    path.write_text(json.dumps(doc))
+    with Plaudit.open(d / "p.db") as p:
+        p.ledger.import_progress(path)
+        s = p.ledger.score()
+        assert s["total_score"] == total
+        assert s["rewards_total"] + s["penalties_total"] == total
+        assert p.ledger.verify()["ok"]
+        p.ledger.import_progress(path)  # idempotent
+        assert p.ledger.score()["total_score"] == total

@@ -28,15 +28,15 @@ def test_failure_mid_write_keeps_previous_outputs(seq_mem_file, tmp_path, monkey
     assert set(before) == {"train.jsonl", "val.jsonl", "test.jsonl", "summary.json"}
 
     calls = {"n": 0}
-    original = formats.JsonlWriter.write
+    original = formats.JsonlWriter.write_line
 
-    def failing(self, row):  # the disk fills up half-way through
+    def failing(self, line):  # the disk fills up half-way through
         calls["n"] += 1
         if calls["n"] == 40:
             raise OSError(28, "No space left on device")
-        original(self, row)
+        original(self, line)
 
-    monkeypatch.setattr(formats.JsonlWriter, "write", failing)
+    monkeypatch.setattr(formats.JsonlWriter, "write_line", failing)
     with pytest.raises(Exception, match="No space left on device"):
         export(seq_mem=seq_mem_file, output_dir=out, max_age_hours=BIG_AGE, seed=1)
     assert _snapshot(out) == before

@@ -196,6 +196,21 @@ def transactions(
 
 @ledger.command()
 @db_option
+@click.option("--limit", "-n", type=click.IntRange(0, 10_000), default=20, show_default=True)
+@json_option
+def incidents(db: str | None, limit: int, as_json: bool) -> None:
+    """Halts, audits and recoveries, newest first."""
+    with open_ledger(db) as lg:
+        found = lg.incidents(limit)
+    if as_json:
+        echo_json({"incidents": found})
+    else:
+        for i in found:
+            click.echo(f"{i['timestamp']}  {i['kind']:<20} {i['id']}")
+
+
+@ledger.command()
+@db_option
 @click.option(
     "--full",
     is_flag=True,

@@ -156,6 +156,13 @@ class Ledger:
         with self.p.backend.read() as tx:
             return queries.transactions(tx, limit=limit, category=category, session=session)
 
+    def incidents(self, limit: int = 20) -> list[dict[str, Any]]:
+        """Halts, audits and recoveries, newest first."""
+        if type(limit) is not int or limit < 0:
+            raise ValidationError("limit", "must be a non-negative integer")
+        with self.p.backend.read() as tx:
+            return queries.incidents(tx, limit)
+
     def checksum(self) -> Checksum:
         """The quick check every record runs: stored total vs the log since the checkpoint."""
         with self.p.backend.read() as tx:

@@ -167,6 +167,8 @@ def import_progress(
     entries = doc.get("transaction_log", [])
     digest = hashlib.sha256(encode_json(doc).encode()).hexdigest()[:16]
     parsed: list[tuple[int, int, Pending]] = []
+    seen: set[str] = set()
+    duplicates = 0
     for i, e in enumerate(entries):
         at = f"transaction_log[{i}]"
         name = e["category"]
@@ -184,6 +186,10 @@ def import_progress(
         ts = _ts(e["timestamp"], where, f"{at}.timestamp")
         action = str(e.get("action") or f"imported {e['id']}")[:MAX_ACTION_LEN]
         entry_digest = hashlib.sha256(encode_json(e).encode()).hexdigest()[:16]
+        if entry_digest in seen:  # the very same entry written twice counts once
+            duplicates += 1
+            continue
+        seen.add(entry_digest)
         spec = system_spec(name, pts, action, ts_ms=ts)
         spec = type(spec)(**{**spec.__dict__, "type": e["type"]})
         imported = {k: e[k] for k in ("id", "running_total", "source_file", "verified") if k in e}
@@ -260,6 +266,7 @@ def import_progress(
         "file": where,
         "imported": sum(t.status == "appended" and t.kind == "import" for t in txs),
         "already_present": sum(t.status == "present" for t in txs),
+        "duplicates_in_file": duplicates,
         "opening_balance": [
             {"id": t.id, "points": t.points, "status": t.status} for t in txs if t.kind == "opening"
         ],

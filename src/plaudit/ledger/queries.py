@@ -210,6 +210,29 @@ def transactions(
     return [tx_from_row(r) for r in rows]
 
 
+def incidents(tx: Tx, limit: int = 20) -> list[dict[str, Any]]:
+    """Halts, audits and recoveries, newest first."""
+    import msgspec
+
+    from plaudit.ledger.models import iso
+
+    rows = tx.fetchall(
+        "SELECT seq, id, ts_ms, kind, detail FROM ledger_incidents ORDER BY seq DESC LIMIT ?",
+        (max(0, min(int(limit), MAX_LIMIT)),),
+    )
+    return [
+        {
+            "seq": int(seq),
+            "id": id_,
+            "timestamp": iso(int(ts)),
+            "ts_ms": int(ts),
+            "kind": kind,
+            "detail": msgspec.json.decode(detail),
+        }
+        for seq, id_, ts, kind, detail in rows
+    ]
+
+
 def sessions(tx: Tx) -> list[dict[str, Any]]:
     return [
         {

@@ -19,11 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from plaudit.errors import ValidationError
 from plaudit.signals.contract import PREFIX
 from plaudit.signals.formats import FORMATS, RowWriter, open_writer
 from plaudit.signals.join import REWARDS, Collector, Progress, joined_rows
-from plaudit.signals.split import SPLITS, assign, clamp_percents
+from plaudit.signals.scan import scan_file
+from plaudit.signals.split import SPLITS, bucket, clamp_percents
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -148,24 +151,52 @@ def _fsync_dir(path: Path) -> None:
 
 
 def collect_seq_mem(
-    path: Path, *, now_ms: int, max_age_hours: int, progress: Progress | None
+    path: Path,
+    *,
+    now_ms: int,
+    max_age_hours: int,
+    seed: int = 42,
+    progress: Progress | None,
+    parallel: bool | None = None,
 ) -> Collector:
-    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours)
+    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
+    where = str(path)
     try:
         size = path.stat().st_size
-        f = open(path, "rb")  # noqa: SIM115 - closed below
+        scans = scan_file(
+            where,
+            size,
+            now_ms=now_ms,
+            max_age_ms=col.max_age_ms,
+            seed=seed,
+            progress=None if progress is None else _bytes_progress(progress, size),
+            parallel=parallel,
+        )
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise ValidationError("seq_mem", f"cannot read {str(path)!r}: {reason}") from None
-    with f:
-        col.feed_lines(f, where=str(path), progress=progress, total=size)
+        raise ValidationError("seq_mem", f"cannot read {where!r}: {reason}") from None
+    col.fold(scans, where=where)
+    if progress is not None:
+        progress("reading", size, size)
     return col
 
 
+def _bytes_progress(progress: Progress, total: int) -> Progress:
+    def report(phase: str, done: int, _: int | None) -> None:
+        progress(phase, min(done, total), total)
+
+    return report
+
+
 def collect_log(
-    plaudit: Plaudit, *, now_ms: int, max_age_hours: int, progress: Progress | None
+    plaudit: Plaudit,
+    *,
+    now_ms: int,
+    max_age_hours: int,
+    seed: int = 42,
+    progress: Progress | None,
 ) -> Collector:
-    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours)
+    col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
     # Straight from the table, in log order, without building an event object per row.
     upper = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
     sql = (
@@ -257,10 +288,14 @@ def _export(
     progress: Progress | None,
 ) -> dict[str, Any]:
     if seq_path is not None:
-        col = collect_seq_mem(seq_path, now_ms=now, max_age_hours=max_age_hours, progress=progress)
+        col = collect_seq_mem(
+            seq_path, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
+        )
     else:
         assert plaudit is not None
-        col = collect_log(plaudit, now_ms=now, max_age_hours=max_age_hours, progress=progress)
+        col = collect_log(
+            plaudit, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
+        )
     collected = col.out
 
     outputs: _Outputs | None = None
@@ -344,7 +379,7 @@ def _run(
     split_rows = dict.fromkeys(SPLITS, 0)
     session_splits: dict[str, int] = {}
     bit = {"train": 1, "val": 2, "test": 4}
-    rows: Iterable[dict[str, Any]] = joined_rows(
+    rows = joined_rows(
         collected,
         history_size=history_size,
         rewards=rewards,
@@ -352,31 +387,35 @@ def _run(
         full=outputs is not None,
     )
     by_session = split_by == "session"
-    session_split: dict[str, str] = {}  # sessions repeat: bucket each once
+    session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
+    # bucket -> split, the reference's rule, as a table
+    split_of = ["test"] * test_pct + ["val"] * val_pct + ["train"] * (100 - test_pct - val_pct)
     writers = outputs.writers if outputs is not None else None
-    for row in rows:
-        session = row["session_id"]
+    decode = msgspec.json.decode
+    for did, session, chosen, outcome, row_bucket, line in rows:
         if by_session and session:
-            split = session_split.get(session)
-            if split is None:
-                split = session_split[session] = assign(
-                    row["id"], session, seed=seed, val_percent=val_pct, test_percent=test_pct,
-                    by="session",
-                )  # fmt: skip
+            b = session_bucket.get(session)
+            if b is None:
+                b = session_bucket[session] = bucket(session, seed)
+            split = split_of[b]
         else:
-            split = assign(
-                row["id"], session, seed=seed, val_percent=val_pct, test_percent=test_pct
-            )
+            split = split_of[row_bucket]
         split_rows[split] += 1
-        key = row["outcome"] or "unknown"
+        key = outcome or "unknown"
         outcome_counts[key] = outcome_counts.get(key, 0) + 1
-        key = row["chosen_task"] or "unknown"
+        key = chosen or "unknown"
         task_counts[key] = task_counts.get(key, 0) + 1
         if session:
             session_splits[session] = session_splits.get(session, 0) | bit[split]
-        if writers is not None:
+        if writers is not None and line is not None:
+            row: dict[str, Any] | None = None
             for w in writers[split]:
-                w.write(row)
+                if w.raw_lines:
+                    w.write_line(line)
+                else:
+                    if row is None:
+                        row = decode(line)
+                    w.write(row)
     counts.train_rows = split_rows["train"]
     counts.val_rows = split_rows["val"]
     counts.test_rows = split_rows["test"]

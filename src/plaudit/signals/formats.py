@@ -37,8 +37,12 @@ _canon = msgspec.json.Encoder(order="sorted")
 class RowWriter(Protocol):
     path: Path
     rows: int
+    #: True when the writer takes the row's JSON bytes (`write_line`) rather than a dict.
+    raw_lines: bool
 
     def write(self, row: dict[str, Any]) -> None: ...
+
+    def write_line(self, line: bytes) -> None: ...
 
     def close(self) -> None: ...
 
@@ -58,6 +62,8 @@ def prompt_text(row: dict[str, Any]) -> str:
 
 
 class _Lines:
+    raw_lines = False
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows = 0
@@ -71,6 +77,10 @@ class _Lines:
     def write(self, row: dict[str, Any]) -> None:
         self._emit(row)
 
+    def write_line(self, line: bytes) -> None:
+        self._f.write(line + b"\n")
+        self.rows += 1
+
     def close(self) -> None:
         self._f.flush()
         os.fsync(self._f.fileno())
@@ -78,6 +88,8 @@ class _Lines:
 
 
 class JsonlWriter(_Lines):
+    raw_lines = True
+
     def write(self, row: dict[str, Any]) -> None:
         self._f.write(_enc.encode(row) + b"\n")
         self.rows += 1
@@ -129,6 +141,7 @@ class ChatWriter(_Lines):
 
 class ParquetWriter:
     BATCH = 10_000
+    raw_lines = False
 
     def __init__(self, path: Path) -> None:
         import pyarrow as pa
@@ -203,6 +216,9 @@ class ParquetWriter:
         self.rows += 1
         if len(self._buf) >= self.BATCH:
             self._flush()
+
+    def write_line(self, line: bytes) -> None:
+        self.write(msgspec.json.decode(line))
 
     def _flush(self) -> None:
         if self._buf:

@@ -1,14 +1,18 @@
 """Joining decisions, outcomes and overrides into training rows, the reference exporter's way.
 
-Input is a stream of router events, from a seq_mem.jsonl file (streamed line by line, bad lines
-counted in `parse_errors`) or from the log. Semantics follow `router_signal_export.py` so that on
-the same valid input the counts, quality figures, distributions and split sizes are the same:
-events older than `max_age_hours` or without a decision id are ignored, the last decision or
-outcome seen for an id wins, and `manual_override_task` falls back to the last override.
+Input is a stream of router events, from a seq_mem.jsonl file (see `scan`: read in big chunks,
+bad lines counted in `parse_errors`) or from the log. Semantics follow `router_signal_export.py`
+so that on the same valid input the counts, quality figures, distributions and split sizes are
+the same: events older than `max_age_hours` or without a decision id are ignored, the last
+decision or outcome seen for an id wins, and `manual_override_task` falls back to the last
+override.
 
 What differs, on purpose: nothing crashes; repeated ids are reported as identical repeats or
 conflicts instead of silently; and `dedupe_id` hashes the row's content, not its decision id,
 so a retried decision re-emitted under a new id is dropped and counted.
+
+Rows come out as ready-made JSON bytes: a decision's first half is encoded once when it is read
+(`scan`), and the join only encodes the small outcome-dependent tail.
 """
 
 from __future__ import annotations
@@ -16,96 +20,70 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from math import isfinite
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 
-from plaudit.signals.contract import DECISION, OUTCOME, OVERRIDE
+from plaudit.signals.scan import KIND_DECISION, KIND_OUTCOME, SCHEMA_ROW, Scan, Scanner
 
 Progress = Callable[[str, int, int | None], None]
 
 REWARDS: dict[str, float] = {"success": 1.0, "partial": 0.55, "failure": 0.0, "wasted": -0.2}
-MAX_LINE_BYTES = 8 << 20
 MAX_CONFLICT_IDS = 20
 
-
-class _Row(msgspec.Struct):
-    name: Any = None
-    ts_ms: Any = None
-    session_id: Any = None
-    # seq writes the subject as a JSON-encoded string; an object is accepted too.
-    subject: str | dict[str, Any] | None = None
-
-
-_NULL = msgspec.Raw(b"null")
-
-
-class _Head(msgspec.Struct):
-    """The subject fields the export uses. `context` and `candidates` stay raw JSON text: they
-    are copied to the output as they are, never decoded and re-encoded."""
-
-    decision_id: Any = None
-    session_id: Any = None
-    chosen_task: Any = None
-    source: Any = None
-    project_fingerprint: Any = None
-    project_path: Any = None
-    git_branch: Any = None
-    git_commit: Any = None
-    user_hash: Any = None
-    user_intent: Any = None
-    confidence: Any = None
-    propensity: Any = None
-    context: msgspec.Raw = _NULL
-    candidates: msgspec.Raw = _NULL
-    outcome: Any = None
-    task_executed: Any = None
-    time_to_resolution_ms: Any = None
-    manual_override_task: Any = None
-    error_kind: Any = None
-    original_task: Any = None
-    override_task: Any = None
+#: Fields that make up a row's content for `dedupe_id`, in this order: everything but the
+#: decision id, the timestamp and the derived history, so the same decision re-emitted under
+#: a new id matches. `dedupe_id` is the sha256 of these fields encoded as one compact JSON
+#: object in this order, `context` and `candidates` as their JSON text in the input.
+DEDUPE_FIELDS = (
+    "schema_version",
+    "source",
+    "session_id",
+    "project_fingerprint",
+    "project_path",
+    "git_branch",
+    "git_commit",
+    "user_hash",
+    "user_intent",
+    "context",
+    "candidates",
+    "chosen_task",
+    "confidence",
+    "task_executed",
+    "outcome",
+    "time_to_resolution_ms",
+    "error_kind",
+    "manual_override_task",
+)
+_DEDUPE_PREFIX = b'{"schema_version":"' + SCHEMA_ROW.encode() + b'",'
 
 
-_row_decoder = msgspec.json.Decoder(_Row)
-_head_decoder = msgspec.json.Decoder(_Head)
-_any_decoder = msgspec.json.Decoder()
-_canon = msgspec.json.Encoder(order="sorted")
-_EMPTY_HEAD = _Head()
-_EMPTY_OBJECT = msgspec.Raw(b"{}")
-_EMPTY_LIST = msgspec.Raw(b"[]")
+class _Tail(msgspec.Struct):
+    """The outcome's part of a row (the last DEDUPE_FIELDS)."""
+
+    task_executed: str
+    outcome: str
+    time_to_resolution_ms: int
+    error_kind: str
+    manual_override_task: str
 
 
-def _s(value: Any) -> str:
-    """`str(value or "")`, as the reference coerces fields."""
-    if not value:
-        return ""
-    return value if type(value) is str else str(value)
+class _End(msgspec.Struct):
+    event_history: msgspec.Raw
+    reward: float
+    dedupe_id: str
+    propensity: Any
 
 
-def _ts(value: Any) -> int:
-    """`int(value or 0)`; raises on what the reference cannot convert either."""
-    if not value:
-        return 0
-    if type(value) is int:
-        return value
-    return int(value)
+class _Past(msgspec.Struct):
+    """A history entry without its `t_minus`, which depends on the row it is shown in."""
+
+    decision_id: str
+    chosen_task: str
+    ts_ms: int
 
 
-def _float(value: Any) -> float:
-    try:
-        f = float(value or 0.0)
-    except (TypeError, ValueError, OverflowError):
-        return 0.0
-    return f if isfinite(f) else 0.0
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError, OverflowError):
-        return 0
+_encode = msgspec.json.Encoder().encode
 
 
 @dataclass
@@ -132,6 +110,7 @@ class Counts:
     skipped_no_decision_id: int = 0
     skipped_no_chosen_task: int = 0
     oversize_lines: int = 0
+    other_events: int = 0
 
     REFERENCE = (
         "decisions",
@@ -154,223 +133,112 @@ class Counts:
 
 @dataclass
 class Collected:
-    """The first pass: the latest decision and outcome per id, overrides, and the counts."""
+    """The latest decision and outcome per id, overrides, and the counts.
+
+    A decision is a list [ts_ms, session, chosen_task, id_part, content, propensity, bucket,
+    first position]: `id_part` and `content` are its output row's first half, as JSON bytes.
+    An outcome is a tuple (task_executed, outcome, time_to_resolution_ms, error_kind,
+    manual_override_task); an override is its task.
+    """
 
     counts: Counts = field(default_factory=Counts)
-    # decision id -> [ts_ms, row session, head, first position]: a list rather than an object,
-    # because 200,000 of them must stay small and cheap to build.
     decisions: dict[str, list[Any]] = field(default_factory=dict)
-    outcomes: dict[str, _Head] = field(default_factory=dict)
-    overrides: dict[str, _Head] = field(default_factory=dict)
+    outcomes: dict[str, tuple[str, str, int, str, str]] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)
     conflicts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
 class Collector:
-    """Folds router events in file/log order; `now_ms` and `max_age_hours` as the reference."""
+    """Folds records in file/log order; `now_ms`, `max_age_hours` and `seed` as the reference."""
 
-    def __init__(self, *, now_ms: int, max_age_hours: int) -> None:
+    def __init__(self, *, now_ms: int, max_age_hours: int, seed: int = 42) -> None:
         self.now_ms = now_ms
         self.max_age_ms = max(1, max_age_hours) * 3600 * 1000
+        self.seed = seed
         self.out = Collected()
 
-    def error(self, where: str, reason: str) -> None:
-        self.out.counts.parse_errors += 1
-        if len(self.out.errors) < MAX_CONFLICT_IDS:
-            self.out.errors.append(f"{where}: {reason}")
+    def scanner(self) -> Scanner:
+        return Scanner(now_ms=self.now_ms, max_age_ms=self.max_age_ms, seed=self.seed)
 
     def _conflict(self, what: str) -> None:
         if len(self.out.conflicts) < MAX_CONFLICT_IDS:
             self.out.conflicts.append(what)
 
-    def add(
-        self,
-        name: str,
-        ts_ms: int,
-        row_session: str,
-        head: _Head,
-    ) -> None:
-        c = self.out.counts
-        if ts_ms <= 0 or (self.now_ms - ts_ms) > self.max_age_ms:
-            c.skipped_old += 1
-            return
-        did = head.decision_id
-        if type(did) is not str:
-            did = _s(did)
-        if not did:
-            c.skipped_no_decision_id += 1
-            return
+    def fold(self, scans: Iterable[Scan], *, where: str = "") -> None:
+        """Fold scans of consecutive stretches of the input, in order."""
         out = self.out
-        if name == DECISION:
-            # Copies, so the raw fields stop pinning the whole subject text in memory.
-            head.context = head.context.copy()
-            head.candidates = head.candidates.copy()
-            decisions = out.decisions
-            prev = decisions.get(did)
-            if prev is None:
-                decisions[did] = [ts_ms, row_session, head, c.decisions]
-                c.decisions += 1
-                return
-            c.duplicate_decision_ids += 1
-            if prev[2] == head and prev[1] == row_session:
-                c.identical_repeats += 1
-            else:
-                c.conflicting_decision_ids += 1
-                self._conflict(f"decision {did}")
-            # Last one wins (the reference's rule), keeping the first one's place in the order.
-            decisions[did] = [ts_ms, row_session, head, prev[3]]
-        elif name == OUTCOME:
-            head.context = head.candidates = _NULL
-            prev_o = out.outcomes.get(did)
-            if prev_o is None:
-                c.outcomes += 1
-            else:
-                c.duplicate_outcome_ids += 1
-                if prev_o == head:
-                    c.identical_repeats += 1
+        c = out.counts
+        decisions = out.decisions
+        outcomes = out.outcomes
+        overrides = out.overrides
+        line_base = 0
+        for scan in scans:
+            c.lines += scan.events
+            c.parse_errors += scan.parse_errors
+            c.oversize_lines += scan.oversize_lines
+            c.skipped_old += scan.skipped_old
+            c.skipped_no_decision_id += scan.skipped_no_decision_id
+            c.other_events += scan.other_events
+            for line_no, reason in scan.errors:
+                if len(out.errors) < MAX_CONFLICT_IDS:
+                    out.errors.append(f"{where}:{line_base + line_no}: {reason}")
+            line_base += scan.lines
+            n_decisions = c.decisions
+            for rec in scan.records:
+                kind = rec[0]
+                did = rec[1]
+                if kind == KIND_DECISION:
+                    # (kind, id, ts, session, chosen, id part, content, propensity, bucket)
+                    prev = decisions.get(did)
+                    entry = [rec[2], rec[3], rec[4], rec[5], rec[6], rec[7], rec[8], n_decisions]
+                    if prev is None:
+                        decisions[did] = entry
+                        n_decisions += 1
+                        continue
+                    c.duplicate_decision_ids += 1
+                    if prev[4] == rec[6] and prev[5] == rec[7]:
+                        c.identical_repeats += 1
+                    else:
+                        c.conflicting_decision_ids += 1
+                        self._conflict(f"decision {did}")
+                    # Last one wins (the reference's rule), keeping the first one's place.
+                    entry[7] = prev[7]
+                    decisions[did] = entry
+                elif kind == KIND_OUTCOME:
+                    value = rec[2:]
+                    prev_o = outcomes.get(did)
+                    if prev_o is None:
+                        c.outcomes += 1
+                    else:
+                        c.duplicate_outcome_ids += 1
+                        if prev_o == value:
+                            c.identical_repeats += 1
+                        else:
+                            c.conflicting_outcome_ids += 1
+                            self._conflict(f"outcome {did}")
+                    outcomes[did] = value
                 else:
-                    c.conflicting_outcome_ids += 1
-                    self._conflict(f"outcome {did}")
-            out.outcomes[did] = head
-        elif name == OVERRIDE:
-            c.override_events += 1
-            head.context = head.candidates = _NULL
-            out.overrides[did] = head
-
-    # -- sources ------------------------------------------------------------------------
-    def feed_lines(
-        self,
-        f: IO[bytes],
-        *,
-        where: str,
-        progress: Progress | None = None,
-        total: int | None = None,
-    ) -> None:
-        """Stream seq_mem lines. A bad line is counted and skipped; nothing raises."""
-        c = self.out.counts
-        done = 0
-        line_no = 0
-        decode_row = _row_decoder.decode
-        decode_head = _head_decoder.decode
-        add = self.add
-        readline = f.readline
-        limit = MAX_LINE_BYTES + 1
-        lines = 0
-        while True:
-            line = readline(limit)
-            if not line:
-                break
-            line_no += 1
-            if progress is not None:
-                done += len(line)
-                if not line_no % 20_000:
-                    progress("reading", done, total)
-            if len(line) >= limit and not line.endswith(b"\n"):
-                while True:
-                    more = readline(1 << 20)
-                    done += len(more)
-                    if not more or more.endswith(b"\n"):
-                        break
-                c.oversize_lines += 1
-                self.error(f"{where}:{line_no}", f"line longer than {MAX_LINE_BYTES} bytes")
-                continue
-            try:
-                row = decode_row(line)
-                ts = row.ts_ms
-                if type(ts) is not int:
-                    ts = _ts(ts)
-            except (msgspec.DecodeError, ValueError, TypeError, OverflowError) as exc:
-                if not line.strip():
-                    continue
-                self.error(f"{where}:{line_no}", str(exc) or type(exc).__name__)
-                continue
-            lines += 1
-            subject = row.subject
-            if type(subject) is str:
-                try:
-                    head = decode_head(subject)
-                except msgspec.DecodeError:
-                    head = _EMPTY_HEAD  # like the reference, an unreadable subject is {}
-            elif type(subject) is dict:
-                head = _head_from(subject)
-            else:
-                head = _EMPTY_HEAD
-            name = row.name
-            session = row.session_id
-            add(
-                name if type(name) is str else _s(name),
-                ts,
-                session if type(session) is str else _s(session),
-                head,
-            )
-        c.lines += lines
-        if progress is not None:
-            progress("reading", done, total)
+                    c.override_events += 1
+                    overrides[did] = rec[2]
+            c.decisions = n_decisions
+            scan.records = []  # folded: let them go
 
     def feed_rows(
         self, rows: Iterable[tuple[str, int, str, str]], *, progress: Progress | None = None
     ) -> None:
         """(type, ts_ms, session_id, payload JSON text) rows straight from the log's table:
-        the payload is decoded once, into the fields the export needs."""
-        decode_head = _head_decoder.decode
-        add = self.add
+        each payload is decoded once, into the fields the export needs."""
+        scanner = self.scanner()
+        event = scanner.event
         n = 0
         for name, ts_ms, session, payload in rows:
             n += 1
-            try:
-                head = decode_head(payload)
-            except msgspec.DecodeError:
-                head = _EMPTY_HEAD
-            add(name, ts_ms, session, head)
+            event(name, ts_ms, session, payload)
             if progress is not None and not n % 20_000:
                 progress("reading", n, None)
-        self.out.counts.lines += n
-
-
-def _head_from(subject: dict[str, Any]) -> _Head:
-    fields = {k: subject[k] for k in _Head.__struct_fields__ if k in subject}
-    for k in ("context", "candidates"):
-        if k in fields:
-            fields[k] = msgspec.Raw(_canon.encode(fields[k]))
-    return _Head(**fields)
-
-
-#: Fields that make up a row's content for `dedupe_id`: everything but the decision id, the
-#: timestamp and the derived history, so the same decision re-emitted under a new id matches.
-DEDUPE_FIELDS = (
-    "schema_version",
-    "source",
-    "session_id",
-    "project_fingerprint",
-    "project_path",
-    "git_branch",
-    "git_commit",
-    "user_hash",
-    "user_intent",
-    "context",
-    "candidates",
-    "chosen_task",
-    "confidence",
-    "task_executed",
-    "outcome",
-    "time_to_resolution_ms",
-    "error_kind",
-    "manual_override_task",
-)
-
-
-def _first(item: tuple[int, str, str]) -> int:
-    return item[0]
-
-
-def _starts(raw: msgspec.Raw, byte: int) -> bool:
-    view = memoryview(raw)
-    return len(view) > 0 and view[0] == byte
-
-
-def dedupe_id(row: dict[str, Any]) -> str:
-    """sha256 of the content fields, in a fixed order, nested keys sorted."""
-    return hashlib.sha256(_canon.encode([row.get(k) for k in DEDUPE_FIELDS])).hexdigest()
+        scanner.out.events = n
+        self.fold([scanner.out], where="log")
 
 
 def joined_rows(
@@ -380,11 +248,10 @@ def joined_rows(
     rewards: dict[str, float] | None = None,
     progress: Progress | None = None,
     full: bool = True,
-) -> Iterator[dict[str, Any]]:
-    """Yield the joined rows oldest first, duplicates (same content) already dropped.
-
-    `full=False` yields only `id`, `session_id`, `chosen_task` and `outcome` (enough for a
-    summary), skipping the history and the row itself.
+) -> Iterator[tuple[str, str, str, str, int, bytes | None]]:
+    """Yield (id, session, chosen_task, outcome, bucket, row JSON) oldest first, duplicates
+    (same content) already dropped. `full=False` yields None for the row (enough for a
+    summary) and skips building the history.
 
     Updates `col.counts` (missing_outcome, joined_rows, dropped_duplicate_rows, overrides) as it
     goes, so the counts are final once the iterator is exhausted.
@@ -395,130 +262,62 @@ def joined_rows(
     decisions = col.decisions
     outcomes = col.outcomes
     overrides = col.overrides
-    # Per-session timelines of (ts, decision id, task), ordered as the reference orders them:
-    # by timestamp, ties in first-seen order (a stable sort on ts alone).
-    timelines: dict[str, list[tuple[int, str, str]]] = {}
+    # Per-session timelines, ordered as the reference orders them: by timestamp, ties in
+    # first-seen order (a stable sort on ts alone).
+    timelines: dict[str, list[tuple[int, int, str, str]]] = {}
     order: list[tuple[Any, ...]] = []
     missing = 0
-    for did, (ts_ms, row_session, head, first) in decisions.items():
-        session = head.session_id
-        if type(session) is not str:
-            session = _s(session)
-        session = session or row_session
-        chosen = head.chosen_task
-        if type(chosen) is not str:
-            chosen = _s(chosen)
+    no_task = 0
+    for did, d in decisions.items():
+        ts_ms, session, chosen = d[0], d[1], d[2]
         if session:
             tl = timelines.get(session)
             if tl is None:
                 tl = timelines[session] = []
-            tl.append((ts_ms, did, chosen))
-        o_head = outcomes.get(did)
-        if o_head is None:
+            tl.append((ts_ms, d[7], did, chosen))
+        o = outcomes.get(did)
+        if o is None:
             missing += 1
         elif not chosen:
-            c.skipped_no_chosen_task += 1
+            no_task += 1
         else:
             # (ts, first position) is unique, so sorting never compares the rest.
-            order.append((ts_ms, first, did, session, chosen, head, o_head))
+            order.append((ts_ms, d[7], did, d, o))
     c.missing_outcome = missing
+    c.skipped_no_chosen_task += no_task
+    # Where each decision sits in its session, and its history entry pre-encoded.
     position: dict[str, int] = {}
-    for tl in timelines.values():
-        tl.sort(key=_first)
+    past: dict[str, list[bytes]] = {}
+    want_history = full and k > 0
+    for session, tl in timelines.items():
+        tl.sort()
         for i, item in enumerate(tl):
-            position[item[1]] = i
-    # Oldest first; ties keep first-seen order, as the reference's stable sort does.
+            position[item[2]] = i
+        if want_history:
+            past[session] = [_encode(_Past(e[2], e[3], e[0]))[1:] for e in tl]
+    del timelines
     order.sort()
 
+    t_minus = [b'{"t_minus":%d,' % i for i in range(k + 1)]
     seen: set[bytes] = set()
     total = len(order)
     sha256 = hashlib.sha256
-    encode = _canon.encode
     joined = 0
     overridden = 0
     reward_of = reward_map.get
-    for n, (ts_ms, _, did, session, chosen, subj, o_head) in enumerate(order, 1):
+    for n, (_, _, did, d, o) in enumerate(order, 1):
         if progress is not None and not n % 20_000:
             progress("joining", n, total)
-        history: list[dict[str, Any]] = []
-        if full and k and session:
-            idx = position[did]
-            if idx:
-                tl = timelines[session]
-                for j in range(max(0, idx - k), idx):
-                    past_ts, past_id, past_task = tl[j]
-                    history.append(
-                        {
-                            "t_minus": idx - j,
-                            "decision_id": past_id,
-                            "chosen_task": past_task,
-                            "ts_ms": past_ts,
-                        }
-                    )
-        override_task = o_head.manual_override_task
-        if type(override_task) is not str:
-            override_task = _s(override_task)
+        executed, outcome, ttr, error_kind, override_task = o
         if not override_task:
-            last = overrides.get(did)
-            if last is not None:
-                override_task = _s(last.override_task)
-        outcome = o_head.outcome
-        if type(outcome) is not str:
-            outcome = _s(outcome)
-        context = subj.context
-        if not _starts(context, 123):  # "{": the reference keeps only an object
-            context = _EMPTY_OBJECT
-        candidates = subj.candidates
-        if not _starts(candidates, 91):  # "[": ... and only a list
-            candidates = _EMPTY_LIST
-        source = subj.source
-        if type(source) is not str:
-            source = _s(source)
-        source = source or "flow"
-        intent = subj.user_intent
-        confidence = subj.confidence
-        if type(confidence) is not float or not isfinite(confidence):
-            confidence = _float(confidence)
-        executed = o_head.task_executed
-        if type(executed) is not str:
-            executed = _s(executed)
-        executed = executed or chosen
-        ttr = o_head.time_to_resolution_ms
-        if type(ttr) is not int:
-            ttr = _int(ttr)
-        error_kind = o_head.error_kind
-        if type(error_kind) is not str:
-            error_kind = _s(error_kind)
-        fp = subj.project_fingerprint
-        path = subj.project_path
-        branch = subj.git_branch
-        commit = subj.git_commit
-        user = subj.user_hash
-        # The DEDUPE_FIELDS, in that order.
-        digest = sha256(
-            encode(
-                [
-                    "flow_router_train_row_v1",
-                    source,
-                    session,
-                    fp,
-                    path,
-                    branch,
-                    commit,
-                    user,
-                    intent,
-                    context,
-                    candidates,
-                    chosen,
-                    confidence,
-                    executed,
-                    outcome,
-                    ttr,
-                    error_kind,
-                    override_task,
-                ]
-            )
-        ).digest()
+            override_task = overrides.get(did, "")
+        chosen = d[2]
+        tail = _encode(_Tail(executed or chosen, outcome, ttr, error_kind, override_task))
+        h = sha256(_DEDUPE_PREFIX)
+        h.update(d[4])
+        h.update(b",")
+        h.update(tail[1:])
+        digest = h.digest()
         if digest in seen:
             c.dropped_duplicate_rows += 1
             continue
@@ -526,35 +325,24 @@ def joined_rows(
         joined += 1
         if override_task:
             overridden += 1
+        session = d[1]
         if not full:
-            yield {"id": did, "session_id": session, "chosen_task": chosen, "outcome": outcome}
+            yield did, session, chosen, outcome, d[6], None
             continue
-        propensity = subj.propensity
-        yield {
-            "schema_version": "flow_router_train_row_v1",
-            "id": did,
-            "ts_ms": ts_ms,
-            "source": source,
-            "session_id": session,
-            "project_fingerprint": fp,
-            "project_path": path,
-            "git_branch": branch,
-            "git_commit": commit,
-            "user_hash": user,
-            "user_intent": intent,
-            "context": context,
-            "candidates": candidates,
-            "chosen_task": chosen,
-            "confidence": confidence,
-            "task_executed": executed,
-            "outcome": outcome,
-            "time_to_resolution_ms": ttr,
-            "error_kind": error_kind,
-            "manual_override_task": override_task,
-            "event_history": history,
-            "reward": reward_of(outcome, 0.0),
-            "dedupe_id": digest.hex(),
-            "propensity": propensity if type(propensity) in (int, float) else None,
-        }
+        history = b"[]"
+        if want_history and session:
+            idx = position[did]
+            if idx:
+                entries = past[session]
+                history = (
+                    b"["
+                    + b",".join([t_minus[idx - j] + entries[j] for j in range(max(0, idx - k), idx)])
+                    + b"]"
+                )
+        end = _encode(
+            _End(msgspec.Raw(history), reward_of(outcome, 0.0), digest.hex(), d[5])
+        )
+        line = b"%b,%b,%b,%b" % (d[3], d[4], tail[1:-1], end[1:])
+        yield did, session, chosen, outcome, d[6], line
     c.joined_rows = joined
     c.overrides = overridden

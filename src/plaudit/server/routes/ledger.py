@@ -150,6 +150,15 @@ def verify(
     return p.ledger.verify(full=full)
 
 
+@router.get("/incidents")
+def incidents(
+    limit: Annotated[int, Query(ge=0, le=10_000)] = 20,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """Halts, audits and recoveries, newest first."""
+    return {"incidents": p.ledger.incidents(limit)}
+
+
 @router.get("/sessions")
 def sessions(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
     return {"sessions": p.ledger.sessions()}
