@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import socket
@@ -32,6 +33,8 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
+CLIENTS = 8
+CONNECTIONS = 8
 PG_DEFAULT = "postgresql://127.0.0.1:5432/test?schema=bench_http"
 
 ARMS: list[dict[str, Any]] = [
@@ -137,9 +140,17 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
     lat_sched: dict[str, list[float]] = {"select": [], "observe": []}
     lat_send: dict[str, list[float]] = {"select": [], "observe": []}
     errors: collections.Counter[str] = collections.Counter()
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=10) as client:
-        r = await client.post("/v1/bandit/arms", json={"arms": ARMS})
+    # Several small clients rather than one big one: httpx's pool does work proportional to
+    # its queue for every request, so one pool with a backlog becomes the bottleneck itself.
+    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=url, limits=limits, timeout=10)
+            )
+            for _ in range(CLIENTS)
+        ]
+        r = await clients[0].post("/v1/bandit/arms", json={"arms": ARMS})
         r.raise_for_status()
 
         async def one(i: int, scheduled: float) -> None:
@@ -164,7 +175,7 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
                 }
             sent = time.perf_counter()
             try:
-                resp = await client.post(f"/v1/bandit/{kind}", json=body)
+                resp = await clients[i % CLIENTS].post(f"/v1/bandit/{kind}", json=body)
             except httpx.HTTPError as exc:
                 errors[f"{kind}: {type(exc).__name__}"] += 1
                 return

@@ -20,8 +20,11 @@ def plaudit_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "plaudit.cli"]
 
 
-def run_measured(cmd: list[str], *, env: dict[str, str] | None = None) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in KiB of that child alone, exit status)."""
+def run_measured(
+    cmd: list[str], *, env: dict[str, str] | None = None
+) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS in KiB, exit status, CPU seconds (user + system)) of the child,
+    counting the processes it waited for (for RSS: the largest of them)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
@@ -33,7 +36,7 @@ def run_measured(cmd: list[str], *, env: dict[str, str] | None = None) -> tuple[
         sys.stderr.write(proc.stderr.read().decode(errors="replace"))
     if proc.stderr is not None:
         proc.stderr.close()
-    return wall, usage.ru_maxrss, proc.returncode
+    return wall, usage.ru_maxrss, proc.returncode, usage.ru_utime + usage.ru_stime
 
 
 def median(values: list[float]) -> float:

@@ -58,7 +58,7 @@ def main() -> int:
         run_measured(make(-1 - len(times[name])))
     for i in range(args.runs):
         for name, make in variants.items():  # interleaved
-            wall, _, rc = run_measured(make(i))
+            wall, _, rc, _ = run_measured(make(i))
             if rc != 0:
                 print(f"{name} failed with exit status {rc}", file=sys.stderr)
                 return 1

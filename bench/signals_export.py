@@ -4,8 +4,11 @@
 
 The reference exporter is `tools/router_signal_export.py` in https://github.com/nikivdev/seq
 (fetch it yourself; nothing here downloads it). Without --reference only plaudit is measured.
-Both run as child processes on one generated file; each figure is the median of --runs runs,
-peak memory is each child's own ru_maxrss. The two summaries' counts are compared as well.
+All run as child processes on one generated file, interleaved; each figure is the median of
+--runs runs. Peak memory is each child's ru_maxrss as `wait4` reports it, which for plaudit's
+default run is the larger of the exporter and its worker process. plaudit is measured twice:
+as it runs by default (a large file is read by two processes) and with PLAUDIT_EXPORT_JOBS=1
+(one process). The summaries' counts are compared as well.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--decisions", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--print-runs", action="store_true", help="also print every run's figures")
     ap.add_argument("--reference", help="path to router_signal_export.py")
     ap.add_argument("--workdir", help="where to put the input and outputs (default: a temp dir)")
     ap.add_argument("--max-age-hours", type=int, default=100_000)
@@ -57,37 +61,52 @@ def main() -> int:
         print(f"generated {src.name}: {lines} lines in {time.perf_counter() - t:.1f}s")
     size_mb = src.stat().st_size / 1e6
     age = ["--max-age-hours", str(args.max_age_hours)]
-    commands = {
-        "plaudit": [
-            *plaudit_command(), "signal", "export", "--seq-mem", str(src),
-            "--output-dir", str(work / "out_plaudit"), *age,
-        ],
-    }  # fmt: skip
+    plaudit = [
+        *plaudit_command(), "signal", "export", "--seq-mem", str(src),
+        "--output-dir", str(work / "out_plaudit"), *age,
+    ]  # fmt: skip
+    commands = {"plaudit": plaudit, "plaudit, one process": plaudit}
+    envs = {"plaudit, one process": {"PLAUDIT_EXPORT_JOBS": "1"}}
     if args.reference:
         commands["reference"] = [
             sys.executable, args.reference, "--seq-mem", str(src),
             "--output-dir", str(work / "out_reference"), *age,
         ]  # fmt: skip
-    results: dict[str, dict[str, list[float]]] = {k: {"wall": [], "rss": []} for k in commands}
+    results: dict[str, dict[str, list[float]]] = {
+        k: {"wall": [], "rss": [], "cpu": []} for k in commands
+    }
     for _ in range(args.runs):
         for name, cmd in commands.items():  # interleaved, so load changes hit both alike
-            wall, rss, rc = run_measured(cmd)
+            wall, rss, rc, cpu = run_measured(cmd, env=envs.get(name))
             if rc != 0:
                 print(f"{name} failed with exit status {rc}", file=sys.stderr)
                 return 1
             results[name]["wall"].append(wall)
             results[name]["rss"].append(rss / 1024)
+            results[name]["cpu"].append(cpu)
 
+    if args.print_runs:
+        for name, r in results.items():
+            walls = ", ".join(f"{w:.2f}" for w in r["wall"])
+            print(f"{name}: wall {walls}")
     print(f"\ninput: {args.decisions} decisions, {size_mb:.0f} MB; median of {args.runs} runs\n")
-    print("| exporter | wall time (s) | peak RSS (MiB) |")
-    print("|---|---:|---:|")
+    print("| exporter | wall time (s) | CPU time (s) | peak RSS (MiB) |")
+    print("|---|---:|---:|---:|")
     for name, r in results.items():
-        print(f"| {name} | {median(r['wall']):.2f} | {median(r['rss']):.0f} |")
+        wall, cpu, rss = median(r["wall"]), median(r["cpu"]), median(r["rss"])
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {rss:.0f} |")
     if "reference" in results:
-        p, ref = results["plaudit"], results["reference"]
-        speed = median(ref["wall"]) / median(p["wall"])
-        mem = median(p["rss"]) / median(ref["rss"])
-        print(f"\nspeed-up: {speed:.1f}x; plaudit's peak memory: {mem:.2f} of the reference's")
+        ref = results["reference"]
+        print()
+        for name in ("plaudit", "plaudit, one process"):
+            p = results[name]
+            speed = median(ref["wall"]) / median(p["wall"])
+            cpu = median(ref["cpu"]) / median(p["cpu"])
+            mem = median(p["rss"]) / median(ref["rss"])
+            print(
+                f"{name}: {speed:.1f}x faster (wall), {cpu:.1f}x less CPU time; "
+                f"peak memory {mem:.2f} of the reference's"
+            )
         ours = json.loads((work / "out_plaudit" / "summary.json").read_text())
         theirs = json.loads((work / "out_reference" / "summary.json").read_text())
         same = all(ours["counts"][k] == theirs["counts"][k] for k in REFERENCE_COUNTS)

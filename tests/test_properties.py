@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _logtools import table_dump
-from conftest import drop_pg_schema, new_pg_url, require_pg
 from plaudit import Plaudit
+from plaudit.config import is_postgres, split_schema
 from plaudit.events import StoredEvent
 from plaudit.seqmem import import_file
 from plaudit.store import Tx, register_projection, unregister_projection
@@ -50,21 +50,19 @@ class OrderSensitive:
             )
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Plaudit]]:
-    """Opens a fresh, empty store per call (one per hypothesis example)."""
+@pytest.fixture
+def new_store(db_url: str, tmp_path: Path) -> Iterator[Callable[[], Plaudit]]:
+    """Opens a fresh, empty store per call (one per hypothesis example), on db_url's backend."""
     opened: list[Plaudit] = []
     schemas: list[str] = []
-    if request.param == "postgres":
-        require_pg()
 
     def make() -> Plaudit:
-        if request.param == "sqlite":
+        if not is_postgres(db_url):
             p = Plaudit.open(str(tmp_path / f"p{len(opened)}.db"))
         else:
-            url, schema = new_pg_url()
-            schemas.append(schema)
-            p = Plaudit.open(url)
+            dsn, schema = split_schema(db_url)
+            schemas.append(f"{schema}_{len(opened)}")
+            p = Plaudit.open(dsn, schema=schemas[-1])
         opened.append(p)
         return p
 
@@ -73,8 +71,12 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callab
     finally:
         for p in opened:
             p.close()
-        for s in schemas:
-            drop_pg_schema(s)
+        if schemas:
+            import psycopg
+
+            with psycopg.connect(split_schema(db_url)[0], autocommit=True) as conn:
+                for name in schemas:
+                    conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 event_st = st.fixed_dictionaries(

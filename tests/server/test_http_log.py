@@ -197,6 +197,7 @@ json_value = st.recursive(
     max_examples=25,
     deadline=None,
     derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(payload=st.dictionaries(st.text(max_size=10), json_value, max_size=5))

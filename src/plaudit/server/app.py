@@ -10,7 +10,7 @@ import importlib
 import logging
 from collections.abc import Iterable
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -28,7 +28,6 @@ from plaudit.server.hosts import HostGuard
 from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from plaudit.server.responses import MsgspecJSONResponse
 from plaudit.server.routes import ROUTE_MODULES
-from plaudit.server.writegate import WriteGate
 
 log = logging.getLogger("plaudit.server")
 
@@ -81,9 +80,8 @@ def create_app(
     routers, skipped = load_routers(route_modules)
     app.state.skipped_routes = skipped
     app.include_router(_meta_router(app))
-    gate = [Depends(WriteGate())] if plaudit.dialect == "sqlite" else []
     for router in routers:
-        app.include_router(router, dependencies=gate)
+        app.include_router(router)
     _mount_dashboard(app)
     _document_write_auth(app, routers)
 
@@ -108,7 +106,7 @@ def _meta_router(app: FastAPI) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["meta"])
 
     @router.get("/health")
-    def health(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    def health(p: Annotated[Plaudit, Depends(get_plaudit)]) -> dict[str, Any]:
         """Liveness plus what is mounted, so clients (the dashboard) know what to ask for."""
         head = p.log.head()
         return {

@@ -125,10 +125,8 @@ async def _database_rejected_value(request: Request, exc: Exception) -> MsgspecJ
     """PostgreSQL's data exceptions (class 22: a NUL byte in text, a number out of range) are
     caused by the input, so they are the client's 422, not a server error."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return MsgspecJSONResponse(
-        error_body("ValidationError", f"the database cannot store a value in this request: {first}"),
-        status_code=422,
-    )
+    message = f"the database cannot store a value in this request: {first}"
+    return MsgspecJSONResponse(error_body("ValidationError", message), status_code=422)
 
 
 def install(app: FastAPI) -> None:

@@ -6,11 +6,13 @@ from shell hooks, so `Signals` and the export and audit machinery load on first 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from plaudit.signals.contract import DECISION, EVENT_TYPES, OUTCOME, OUTCOMES, OVERRIDE
 
+#: `typing` costs a shell hook ~10 ms to import; annotations here are never evaluated.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from plaudit.signals.api import Signals
 
 __all__ = ["DECISION", "EVENT_TYPES", "OUTCOME", "OUTCOMES", "OVERRIDE", "Signals"]

@@ -15,7 +15,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -223,10 +224,14 @@ def export(
     rewards: Mapping[str, Any] | None = None,
     now_ms: int | None = None,
     progress: Progress | None = None,
+    parallel: bool | None = None,
 ) -> dict[str, Any]:
     """Export from `seq_mem` when given, else from the log; returns the summary.
 
     With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
+    `parallel` reads a seq_mem file in two halves, one in a forked worker process; by default
+    (None) only a large file (32 MiB or more) on a multi-core machine, from a single-threaded
+    process, and not when the environment sets PLAUDIT_EXPORT_JOBS=1.
     """
     reward_map = check_options(
         split_by=split_by,
@@ -265,6 +270,7 @@ def export(
             formats=formats,
             reward_map=reward_map,
             progress=progress,
+            parallel=parallel,
         )
     finally:
         if gc_was_enabled:
@@ -286,10 +292,16 @@ def _export(
     formats: Sequence[str],
     reward_map: dict[str, float],
     progress: Progress | None,
+    parallel: bool | None,
 ) -> dict[str, Any]:
     if seq_path is not None:
         col = collect_seq_mem(
-            seq_path, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
+            seq_path,
+            now_ms=now,
+            max_age_hours=max_age_hours,
+            seed=seed,
+            progress=progress,
+            parallel=parallel,
         )
     else:
         assert plaudit is not None
@@ -374,11 +386,6 @@ def _run(
     progress: Progress | None,
 ) -> dict[str, Any]:
     counts = collected.counts
-    outcome_counts: dict[str, int] = {}
-    task_counts: dict[str, int] = {}
-    split_rows = dict.fromkeys(SPLITS, 0)
-    session_splits: dict[str, int] = {}
-    bit = {"train": 1, "val": 2, "test": 4}
     rows = joined_rows(
         collected,
         history_size=history_size,
@@ -388,11 +395,26 @@ def _run(
     )
     by_session = split_by == "session"
     session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
-    # bucket -> split, the reference's rule, as a table
-    split_of = ["test"] * test_pct + ["val"] * val_pct + ["train"] * (100 - test_pct - val_pct)
-    writers = outputs.writers if outputs is not None else None
+    # bucket -> split index (0 train, 1 val, 2 test), the reference's rule, as a table
+    split_of = [2] * test_pct + [1] * val_pct + [0] * (100 - test_pct - val_pct)
+    # Per row, kept in flat lists and tallied at the end by C code (Counter, set).
+    sessions: list[str] = []
+    tasks: list[str] = []
+    outcomes: list[str] = []
+    splits: list[int] = []
+    raw: list[list[RowWriter]] = [[], [], []]
+    parsed: list[list[RowWriter]] = [[], [], []]
+    if outputs is not None:
+        for i, name in enumerate(SPLITS):
+            for w in outputs.writers[name]:
+                (raw if w.raw_lines else parsed)[i].append(w)
+    # The usual case, one JSONL file per split, is one bound call per row.
+    direct = [
+        ws[0].write_line if len(ws) == 1 and not p else None
+        for ws, p in zip(raw, parsed, strict=True)
+    ]
     decode = msgspec.json.decode
-    for did, session, chosen, outcome, row_bucket, line in rows:
+    for _, session, chosen, outcome, row_bucket, line in rows:
         if by_session and session:
             b = session_bucket.get(session)
             if b is None:
@@ -400,27 +422,34 @@ def _run(
             split = split_of[b]
         else:
             split = split_of[row_bucket]
-        split_rows[split] += 1
-        key = outcome or "unknown"
-        outcome_counts[key] = outcome_counts.get(key, 0) + 1
-        key = chosen or "unknown"
-        task_counts[key] = task_counts.get(key, 0) + 1
-        if session:
-            session_splits[session] = session_splits.get(session, 0) | bit[split]
-        if writers is not None and line is not None:
-            row: dict[str, Any] | None = None
-            for w in writers[split]:
-                if w.raw_lines:
-                    w.write_line(line)
-                else:
-                    if row is None:
-                        row = decode(line)
-                    w.write(row)
+        sessions.append(session)
+        tasks.append(chosen)
+        outcomes.append(outcome)
+        splits.append(split)
+        if line is None:
+            continue
+        write = direct[split]
+        if write is not None:
+            write(line)
+            continue
+        for w in raw[split]:
+            w.write_line(line)
+        if parsed[split]:
+            row = decode(line)
+            for w in parsed[split]:
+                w.write(row)
+    outcome_counts = Counter([o or "unknown" for o in outcomes])
+    task_counts = Counter([t or "unknown" for t in tasks])
+    per_split = Counter(splits)
+    split_rows = {name: per_split[i] for i, name in enumerate(SPLITS)}
+    # How many splits each session's rows went to: more than one is leakage.
+    session_splits = Counter([s for s, _ in set(zip(sessions, splits, strict=True)) if s])
+    leaking = sum(1 for n in session_splits.values() if n > 1)
+    del sessions, tasks, outcomes, splits
     counts.train_rows = split_rows["train"]
     counts.val_rows = split_rows["val"]
     counts.test_rows = split_rows["test"]
     joined = counts.joined_rows
-    leaking = sum(1 for m in session_splits.values() if m & (m - 1))
     seen = counts.decisions + counts.duplicate_decision_ids
     return {
         "schema_version": SCHEMA_VERSION,

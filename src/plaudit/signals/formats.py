@@ -78,7 +78,8 @@ class _Lines:
         self._emit(row)
 
     def write_line(self, line: bytes) -> None:
-        self._f.write(line + b"\n")
+        """`line` is one JSON object and its newline."""
+        self._f.write(line)
         self.rows += 1
 
     def close(self) -> None:

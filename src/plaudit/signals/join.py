@@ -17,6 +17,7 @@ Rows come out as ready-made JSON bytes: a decision's first half is encoded once 
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from plaudit.signals.scan import KIND_DECISION, KIND_OUTCOME, SCHEMA_ROW, Scan, Scanner
+from plaudit.signals.scan import SCHEMA_ROW, Scan, Scanner
 
 Progress = Callable[[str, int, int | None], None]
 
@@ -66,13 +67,6 @@ class _Tail(msgspec.Struct):
     time_to_resolution_ms: int
     error_kind: str
     manual_override_task: str
-
-
-class _End(msgspec.Struct):
-    event_history: msgspec.Raw
-    reward: float
-    dedupe_id: str
-    propensity: Any
 
 
 class _Past(msgspec.Struct):
@@ -135,8 +129,9 @@ class Counts:
 class Collected:
     """The latest decision and outcome per id, overrides, and the counts.
 
-    A decision is a list [ts_ms, session, chosen_task, id_part, content, propensity, bucket,
-    first position]: `id_part` and `content` are its output row's first half, as JSON bytes.
+    A decision is a list [ts_ms, session, chosen_task, heads, head start, content start,
+    head end, propensity, bucket, first position]: `heads` is its Scan's buffer (a memoryview),
+    with its output row's first half at those offsets (see `Scanner`).
     An outcome is a tuple (task_executed, outcome, time_to_resolution_ms, error_kind,
     manual_override_task); an override is its task.
     """
@@ -185,44 +180,43 @@ class Collector:
                     out.errors.append(f"{where}:{line_base + line_no}: {reason}")
             line_base += scan.lines
             n_decisions = c.decisions
-            for rec in scan.records:
-                kind = rec[0]
-                did = rec[1]
-                if kind == KIND_DECISION:
-                    # (kind, id, ts, session, chosen, id part, content, propensity, bucket)
-                    prev = decisions.get(did)
-                    entry = [rec[2], rec[3], rec[4], rec[5], rec[6], rec[7], rec[8], n_decisions]
-                    if prev is None:
-                        decisions[did] = entry
-                        n_decisions += 1
-                        continue
-                    c.duplicate_decision_ids += 1
-                    if prev[4] == rec[6] and prev[5] == rec[7]:
+            heads = memoryview(scan.heads)
+            for did, ts, session, chosen, start, cut, end, propensity, b in scan.decisions:
+                prev = decisions.get(did)
+                entry = [ts, session, chosen, heads, start, cut, end, propensity, b, 0]
+                if prev is None:
+                    entry[9] = n_decisions
+                    decisions[did] = entry
+                    n_decisions += 1
+                    continue
+                c.duplicate_decision_ids += 1
+                if prev[7] == propensity and _content(prev) == heads[cut + 1 : end]:
+                    c.identical_repeats += 1
+                else:
+                    c.conflicting_decision_ids += 1
+                    self._conflict(f"decision {did}")
+                # Last one wins (the reference's rule), keeping the first one's place.
+                entry[9] = prev[9]
+                decisions[did] = entry
+            for rec in scan.outcomes:
+                did = rec[0]
+                value = rec[1:]
+                prev_o = outcomes.get(did)
+                if prev_o is None:
+                    c.outcomes += 1
+                else:
+                    c.duplicate_outcome_ids += 1
+                    if prev_o == value:
                         c.identical_repeats += 1
                     else:
-                        c.conflicting_decision_ids += 1
-                        self._conflict(f"decision {did}")
-                    # Last one wins (the reference's rule), keeping the first one's place.
-                    entry[7] = prev[7]
-                    decisions[did] = entry
-                elif kind == KIND_OUTCOME:
-                    value = rec[2:]
-                    prev_o = outcomes.get(did)
-                    if prev_o is None:
-                        c.outcomes += 1
-                    else:
-                        c.duplicate_outcome_ids += 1
-                        if prev_o == value:
-                            c.identical_repeats += 1
-                        else:
-                            c.conflicting_outcome_ids += 1
-                            self._conflict(f"outcome {did}")
-                    outcomes[did] = value
-                else:
-                    c.override_events += 1
-                    overrides[did] = rec[2]
+                        c.conflicting_outcome_ids += 1
+                        self._conflict(f"outcome {did}")
+                outcomes[did] = value
+            c.override_events += len(scan.overrides)
+            overrides.update(scan.overrides)
             c.decisions = n_decisions
-            scan.records = []  # folded: let them go
+            scan.decisions = scan.outcomes = []  # folded: let them go
+            scan.overrides = []
 
     def feed_rows(
         self, rows: Iterable[tuple[str, int, str, str]], *, progress: Progress | None = None
@@ -238,7 +232,13 @@ class Collector:
             if progress is not None and not n % 20_000:
                 progress("reading", n, None)
         scanner.out.events = n
-        self.fold([scanner.out], where="log")
+        self.fold([scanner.finish()], where="log")
+
+
+def _content(d: list[Any]) -> memoryview:
+    """A decision's content: its row's fields from `source` to `confidence`, as JSON."""
+    heads: memoryview = d[3]
+    return heads[d[5] + 1 : d[6]]
 
 
 def joined_rows(
@@ -249,7 +249,7 @@ def joined_rows(
     progress: Progress | None = None,
     full: bool = True,
 ) -> Iterator[tuple[str, str, str, str, int, bytes | None]]:
-    """Yield (id, session, chosen_task, outcome, bucket, row JSON) oldest first, duplicates
+    """Yield (id, session, chosen_task, outcome, bucket, row JSON line) oldest first, duplicates
     (same content) already dropped. `full=False` yields None for the row (enough for a
     summary) and skips building the history.
 
@@ -274,7 +274,7 @@ def joined_rows(
             tl = timelines.get(session)
             if tl is None:
                 tl = timelines[session] = []
-            tl.append((ts_ms, d[7], did, chosen))
+            tl.append((ts_ms, d[9], did, chosen))
         o = outcomes.get(did)
         if o is None:
             missing += 1
@@ -282,7 +282,7 @@ def joined_rows(
             no_task += 1
         else:
             # (ts, first position) is unique, so sorting never compares the rest.
-            order.append((ts_ms, d[7], did, d, o))
+            order.append((ts_ms, d[9], did, d, o))
     c.missing_outcome = missing
     c.skipped_no_chosen_task += no_task
     # Where each decision sits in its session, and its history entry pre-encoded.
@@ -304,7 +304,12 @@ def joined_rows(
     sha256 = hashlib.sha256
     joined = 0
     overridden = 0
-    reward_of = reward_map.get
+    # The row's end, after the outcome's fields, by one bytes format per row.
+    end_format = b'%b,%b,"event_history":%b,"reward":%b,"dedupe_id":"%b","propensity":%b}\n'
+    reward_json = {name: _encode(float(value)) for name, value in reward_map.items()}
+    no_reward = _encode(0.0)
+    hexlify = binascii.hexlify
+    base = sha256(_DEDUPE_PREFIX)
     for n, (_, _, did, d, o) in enumerate(order, 1):
         if progress is not None and not n % 20_000:
             progress("joining", n, total)
@@ -313,8 +318,9 @@ def joined_rows(
             override_task = overrides.get(did, "")
         chosen = d[2]
         tail = _encode(_Tail(executed or chosen, outcome, ttr, error_kind, override_task))
-        h = sha256(_DEDUPE_PREFIX)
-        h.update(d[4])
+        heads = d[3]
+        h = base.copy()
+        h.update(heads[d[5] + 1 : d[6]])
         h.update(b",")
         h.update(tail[1:])
         digest = h.digest()
@@ -327,22 +333,24 @@ def joined_rows(
             overridden += 1
         session = d[1]
         if not full:
-            yield did, session, chosen, outcome, d[6], None
+            yield did, session, chosen, outcome, d[8], None
             continue
         history = b"[]"
         if want_history and session:
             idx = position[did]
             if idx:
                 entries = past[session]
-                history = (
-                    b"["
-                    + b",".join([t_minus[idx - j] + entries[j] for j in range(max(0, idx - k), idx)])
-                    + b"]"
-                )
-        end = _encode(
-            _End(msgspec.Raw(history), reward_of(outcome, 0.0), digest.hex(), d[5])
+                parts = [t_minus[idx - j] + entries[j] for j in range(max(0, idx - k), idx)]
+                history = b"[%b]" % b",".join(parts)
+        propensity = d[7]
+        line = end_format % (
+            heads[d[4] : d[6]],
+            tail[1:-1],
+            history,
+            reward_json.get(outcome, no_reward),
+            hexlify(digest),
+            b"null" if propensity is None else _encode(propensity),
         )
-        line = b"%b,%b,%b,%b" % (d[3], d[4], tail[1:-1], end[1:])
-        yield did, session, chosen, outcome, d[6], line
+        yield did, session, chosen, outcome, d[8], line
     c.joined_rows = joined
     c.overrides = overridden

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+
+#: `typing` costs a shell hook ~10 ms to import; annotations here are never evaluated.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 REDACTED = "[REDACTED]"
 

@@ -2,8 +2,9 @@
 
 Each event is decoded once, with typed msgspec decoders that read only the fields the export
 uses (one decoder per event type for the subject), and a decision is encoded right away into
-the bytes of its output row's first half. What the join keeps per decision is then one small
-tuple of a few strings and two byte strings, instead of a dict of decoded values to re-encode.
+the bytes of its output row's first half (in one buffer per stretch of input). What the join
+keeps per decision is then one small tuple of interned strings and offsets into that buffer,
+instead of a dict of decoded values to re-encode.
 
 A large seq_mem file is read in two byte ranges, the second one in a forked worker process, so
 both cores decode at once; the records are then folded in file order, as if read by one reader.
@@ -16,6 +17,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from math import isfinite
+from sys import intern
 from typing import Any
 
 import msgspec
@@ -29,18 +31,13 @@ PARALLEL_MIN_BYTES = 32 << 20
 MAX_SAMPLES = 20
 SCHEMA_ROW = "flow_router_train_row_v1"
 
-# Record kinds, the first item of every record tuple.
-KIND_DECISION = 0
-KIND_OUTCOME = 1
-KIND_OVERRIDE = 2
-
 
 class _Row(msgspec.Struct):
     name: Any = None
     ts_ms: Any = None
     session_id: Any = None
     # seq writes the subject as a JSON-encoded string; an object is accepted too.
-    subject: msgspec.Raw = msgspec.Raw(b"null")
+    subject: Any = None
 
 
 class _Decision(msgspec.Struct):
@@ -98,7 +95,6 @@ class _RowHead(msgspec.Struct):
 
 
 _decode_row = msgspec.json.Decoder(_Row).decode
-_decode_str = msgspec.json.Decoder(str).decode
 _SUBJECT_DECODERS: dict[str, Any] = {
     DECISION: msgspec.json.Decoder(_Decision).decode,
     OUTCOME: msgspec.json.Decoder(_Outcome).decode,
@@ -158,9 +154,17 @@ def bucket(key: str, seed: int) -> int:
 
 @dataclass
 class Scan:
-    """Records and tallies of one stretch of input, in input order."""
+    """Records and tallies of one stretch of input, each kind of record in input order.
 
-    records: list[tuple[Any, ...]] = field(default_factory=list)
+    A decision's record holds offsets into `heads`, where its output row's first half is
+    encoded: one buffer per stretch is far cheaper to keep, and to hand over from a worker
+    process, than a bytes object per decision.
+    """
+
+    decisions: list[tuple[Any, ...]] = field(default_factory=list)
+    outcomes: list[tuple[Any, ...]] = field(default_factory=list)
+    overrides: list[tuple[str, str]] = field(default_factory=list)
+    heads: bytearray = field(default_factory=bytearray)
     lines: int = 0  # lines read, blank ones included (for numbering errors)
     events: int = 0  # lines that decoded as events
     parse_errors: int = 0
@@ -172,15 +176,34 @@ class Scan:
     errors: list[tuple[int, str]] = field(default_factory=list)
 
 
+_encode_into = msgspec.json.Encoder().encode_into
+PENDING = 8192
+
+
 class Scanner:
-    """Makes records from events; `now_ms`/`max_age_ms` filter as the reference does."""
+    """Makes records from events; `now_ms`/`max_age_ms` filter as the reference does.
+
+    Records: decisions (id, ts_ms, session, chosen_task, head start, content start, head end,
+    propensity, bucket), where `heads[head start:head end]` is the row's JSON up to
+    `confidence` (no closing brace) and its content (from `source` on) begins after the comma
+    at `content start`; outcomes (id, task_executed, outcome, time_to_resolution_ms,
+    error_kind, manual_override_task); overrides (id, override_task). Repeated short strings
+    (sessions, tasks, outcomes) are interned, so each is stored once.
+
+    Events wait in small per-type batches, so each batch is turned into records by one tight
+    loop with its own typed decoder.
+    """
 
     def __init__(self, *, now_ms: int, max_age_ms: int, seed: int) -> None:
         self.now_ms = now_ms
         self.max_age_ms = max_age_ms
         self.seed = seed
         self.out = Scan()
-        self._buckets: dict[str, int] = {}
+        self._pending: dict[str, tuple[list[tuple[int, str]], list[str]]] = {
+            DECISION: ([], []),
+            OUTCOME: ([], []),
+            OVERRIDE: ([], []),
+        }
 
     def error(self, line_no: int, reason: str) -> None:
         out = self.out
@@ -188,130 +211,190 @@ class Scanner:
         if len(out.errors) < MAX_SAMPLES:
             out.errors.append((line_no, reason))
 
-    def event(self, name: str, ts_ms: int, row_session: str, subject: bytes | str) -> None:
-        """One event; `subject` is its JSON object text."""
-        out = self.out
+    def event(self, name: str, ts_ms: int, row_session: str, subject: Any) -> None:
+        """One event; `subject` is its JSON object text (an object or other value from a
+        seq_mem row is accepted too). Call `finish` after the last one."""
         if ts_ms <= 0 or (self.now_ms - ts_ms) > self.max_age_ms:
-            out.skipped_old += 1
+            self.out.skipped_old += 1
             return
-        decode = _SUBJECT_DECODERS.get(name)
-        if decode is None:
-            out.other_events += 1
+        pending = self._pending.get(name)
+        if pending is None:
+            self.out.other_events += 1
             return
-        try:
-            head = decode(subject)
-        except msgspec.DecodeError:
-            head = _EMPTY[name]  # like the reference, an unreadable subject is {}
-        did = head.decision_id
-        if type(did) is not str:
-            did = _s(did)
-        if not did:
-            out.skipped_no_decision_id += 1
+        if type(subject) is not str:
+            subject = _subject_text(subject)
+        meta, texts = pending
+        meta.append((ts_ms, row_session))
+        texts.append(subject)
+        if len(texts) >= PENDING:
+            self._flush(name)
+
+    def finish(self) -> Scan:
+        for name in self._pending:
+            self._flush(name)
+        return self.out
+
+    def _flush(self, name: str) -> None:
+        meta, texts = self._pending[name]
+        if not texts:
             return
+        # One decode per subject: decoding a batch as one JSON array would be a little faster,
+        # but crafted bad subjects could then pair up into valid-looking ones.
+        one = _SUBJECT_DECODERS[name]
+        empty = _EMPTY[name]
+        heads: list[Any] = []
+        append = heads.append
+        for text in texts:
+            try:
+                append(one(text))
+            except msgspec.DecodeError:
+                append(empty)  # like the reference, an unreadable subject is {}
         if name == DECISION:
-            out.records.append(self._decision(did, ts_ms, row_session, head))
+            self._decisions(meta, heads)
         elif name == OUTCOME:
-            out.records.append(
-                (
-                    KIND_OUTCOME,
+            self._outcomes(heads)
+        else:
+            self._overrides(heads)
+        meta.clear()
+        texts.clear()
+
+    def _decisions(self, meta: list[tuple[int, str]], decoded: list[_Decision]) -> None:
+        out = self.out
+        records = out.decisions
+        heads = out.heads
+        seed = self.seed
+        skipped = 0
+        for (ts_ms, row_session), d in zip(meta, decoded, strict=True):
+            did = d.decision_id
+            if type(did) is not str:
+                did = _s(did)
+            if not did:
+                skipped += 1
+                continue
+            session = d.session_id
+            if type(session) is not str:
+                session = _s(session)
+            session = intern(session or row_session)
+            chosen = d.chosen_task
+            chosen = intern(chosen) if type(chosen) is str else _s(chosen)
+            context = d.context
+            if not _starts(context, 123):  # "{": the reference keeps only an object ...
+                context = _EMPTY_OBJECT
+            candidates = d.candidates
+            if not _starts(candidates, 91):  # "[": ... and only a list
+                candidates = _EMPTY_LIST
+            source = d.source
+            if type(source) is not str:
+                source = _s(source)
+            start = len(heads)
+            _encode_into(
+                _RowHead(
+                    SCHEMA_ROW,
                     did,
-                    _s(head.task_executed),
-                    _s(head.outcome),
-                    _int(head.time_to_resolution_ms),
-                    _s(head.error_kind),
-                    _s(head.manual_override_task),
+                    ts_ms,
+                    source or "flow",
+                    session,
+                    d.project_fingerprint,
+                    d.project_path,
+                    d.git_branch,
+                    d.git_commit,
+                    d.user_hash,
+                    d.user_intent,
+                    context,
+                    candidates,
+                    chosen,
+                    _float(d.confidence),
+                ),
+                heads,
+                -1,
+            )
+            propensity = d.propensity
+            records.append(
+                (
+                    did,
+                    ts_ms,
+                    session,
+                    chosen,
+                    start,
+                    heads.find(_SOURCE_KEY, start),
+                    len(heads) - 1,
+                    propensity if type(propensity) in (int, float) else None,
+                    bucket(did, seed),
                 )
             )
-        else:
-            out.records.append((KIND_OVERRIDE, did, _s(head.override_task)))
+        out.skipped_no_decision_id += skipped
 
-    def _decision(self, did: str, ts_ms: int, row_session: str, d: _Decision) -> tuple[Any, ...]:
-        session = d.session_id
-        if type(session) is not str:
-            session = _s(session)
-        session = session or row_session
-        chosen = d.chosen_task
-        if type(chosen) is not str:
-            chosen = _s(chosen)
-        context = d.context
-        if not _starts(context, 123):  # "{": the reference keeps only an object ...
-            context = _EMPTY_OBJECT
-        candidates = d.candidates
-        if not _starts(candidates, 91):  # "[": ... and only a list
-            candidates = _EMPTY_LIST
-        source = d.source
-        if type(source) is not str:
-            source = _s(source)
-        head = _encode(
-            _RowHead(
-                SCHEMA_ROW,
-                did,
-                ts_ms,
-                source or "flow",
-                session,
-                d.project_fingerprint,
-                d.project_path,
-                d.git_branch,
-                d.git_commit,
-                d.user_hash,
-                d.user_intent,
-                context,
-                candidates,
-                chosen,
-                _float(d.confidence),
+    def _outcomes(self, decoded: list[_Outcome]) -> None:
+        out = self.out
+        records = out.outcomes
+        for o in decoded:
+            did = o.decision_id
+            if type(did) is not str:
+                did = _s(did)
+            if not did:
+                out.skipped_no_decision_id += 1
+                continue
+            executed = o.task_executed
+            outcome = o.outcome
+            error_kind = o.error_kind
+            manual = o.manual_override_task
+            records.append(
+                (
+                    did,
+                    intern(executed) if type(executed) is str else _s(executed),
+                    intern(outcome) if type(outcome) is str else _s(outcome),
+                    _int(o.time_to_resolution_ms),
+                    intern(error_kind) if type(error_kind) is str else _s(error_kind),
+                    intern(manual) if type(manual) is str else _s(manual),
+                )
             )
-        )
-        # The part after id and ts_ms is the decision's content: it feeds `dedupe_id` and tells
-        # an identical repeat from a conflicting one.
-        cut = head.find(_SOURCE_KEY)
-        propensity = d.propensity
-        return (
-            KIND_DECISION,
-            did,
-            ts_ms,
-            session,
-            chosen,
-            head[:cut],
-            head[cut + 1 : -1],
-            propensity if type(propensity) in (int, float) else None,
-            bucket(did, self.seed),
-        )
+
+    def _overrides(self, decoded: list[_Override]) -> None:
+        out = self.out
+        for v in decoded:
+            did = _s(v.decision_id)
+            if not did:
+                out.skipped_no_decision_id += 1
+                continue
+            out.overrides.append((did, _s(v.override_task)))
 
     # -- seq_mem lines ------------------------------------------------------------------
-    def line(self, line: bytes, line_no: int) -> None:
-        """One seq_mem line (without its newline). A bad line is counted, never raised."""
-        try:
-            row = _decode_row(line)
+    def lines(self, lines: list[bytes], base: int) -> None:
+        """Consecutive seq_mem lines (without newlines), the first one numbered `base + 1`.
+        A bad line is counted in `parse_errors` and skipped, never raised."""
+        # One decode per line, so a bad line can only ever spoil itself.
+        decode = _decode_row
+        event = self.event
+        events = 0
+        for i, line in enumerate(lines, base + 1):
+            try:
+                row = decode(line)
+            except msgspec.DecodeError as exc:
+                if line.strip():
+                    self.error(i, str(exc))
+                continue
             ts = row.ts_ms
             if type(ts) is not int:
-                ts = _ts(ts)
-            raw = row.subject
-            if _starts(raw, 34):  # a JSON string holding the subject's JSON text
-                subject: bytes | str = _decode_str(raw)
-            elif _starts(raw, 123):  # the subject as an object
-                subject = bytes(raw)
-            else:
-                subject = b"{}"
-        except (msgspec.DecodeError, ValueError, TypeError, OverflowError) as exc:
-            if not line.strip():
-                return
-            self.error(line_no, str(exc) or type(exc).__name__)
-            return
-        self.out.events += 1
-        name = row.name
-        session = row.session_id
-        self.event(
-            name if type(name) is str else _s(name),
-            ts,
-            session if type(session) is str else _s(session),
-            subject,
-        )
+                try:
+                    ts = _ts(ts)
+                except (ValueError, TypeError, OverflowError) as exc:
+                    self.error(i, str(exc) or type(exc).__name__)
+                    continue
+            events += 1
+            name = row.name
+            session = row.session_id
+            event(
+                name if type(name) is str else _s(name),
+                ts,
+                session if type(session) is str else _s(session),
+                row.subject,
+            )
+        self.out.events += events
 
     def read_range(
         self, path: str, start: int, end: int, progress: Any = None, scale: float = 1.0
     ) -> Scan:
         """Read lines from byte `start` (a line start) up to byte `end`, in big chunks."""
-        out = self.out
         line_no = 0
         carry = b""
         oversize = False  # inside a line already counted as too long
@@ -334,12 +417,16 @@ class Scanner:
                     oversize = False
                 lines = (carry + chunk if carry else chunk).split(b"\n")
                 carry = lines.pop()
-                for line in lines:
-                    line_no += 1
-                    if len(line) > MAX_LINE_BYTES:
-                        self._oversize(line_no)
-                    else:
-                        self.line(line, line_no)
+                if max(map(len, lines), default=0) > MAX_LINE_BYTES:
+                    for line in lines:
+                        line_no += 1
+                        if len(line) > MAX_LINE_BYTES:
+                            self._oversize(line_no)
+                        else:
+                            self.lines([line], line_no - 1)
+                else:
+                    self.lines(lines, line_no)
+                    line_no += len(lines)
                 if len(carry) > MAX_LINE_BYTES:
                     line_no += 1
                     self._oversize(line_no)
@@ -350,19 +437,32 @@ class Scanner:
                     next_report = done + (32 << 20)
         if carry:
             line_no += 1
-            self.line(carry, line_no)
-        out.lines = line_no
-        return out
+            self.lines([carry], line_no - 1)
+        self.out.lines = line_no
+        return self.finish()
 
     def _oversize(self, line_no: int) -> None:
         self.out.oversize_lines += 1
         self.error(line_no, f"line longer than {MAX_LINE_BYTES} bytes")
 
 
-def _scan_worker(
-    path: str, start: int, end: int, now_ms: int, max_age_ms: int, seed: int
-) -> Scan:
+def _subject_text(subject: Any) -> str:
+    """A subject given as an object is used as it is; any other non-string value is `{}`, as
+    in the reference."""
+    if type(subject) is dict:
+        return _encode(subject).decode()
+    if type(subject) is bytes:
+        return subject.decode("utf-8", "replace")
+    return "{}"
+
+
+def _read(path: str, start: int, end: int, now_ms: int, max_age_ms: int, seed: int) -> Scan:
     return Scanner(now_ms=now_ms, max_age_ms=max_age_ms, seed=seed).read_range(path, start, end)
+
+
+def _scan_worker(path: str, start: int, end: int, now_ms: int, max_age_ms: int, seed: int) -> Scan:
+    """What the worker process runs (its own name, so tests can make it die)."""
+    return _read(path, start, end, now_ms, max_age_ms, seed)
 
 
 def _split_point(path: str, size: int) -> int:
@@ -406,7 +506,10 @@ def scan_file(
 ) -> list[Scan]:
     """Scan `path` up to `size` bytes (what it held when the export started); one Scan per
     stretch, in file order. Lines appended meanwhile are left for the next export."""
-    use_pool = can_fork() and size >= PARALLEL_MIN_BYTES if parallel is None else parallel
+    if parallel is None:
+        use_pool = can_fork() and size >= PARALLEL_MIN_BYTES
+    else:
+        use_pool = parallel and "fork" in _start_methods()
     mid = _split_point(path, size) if use_pool else size
     scanner = Scanner(now_ms=now_ms, max_age_ms=max_age_ms, seed=seed)
     if mid >= size:
@@ -421,7 +524,8 @@ def scan_file(
         first = scanner.read_range(path, 0, mid, progress, size / max(1, mid))
         try:
             second = future.result()
-        except (BrokenProcessPool, OSError):
-            # The worker died (killed, out of memory): read its half here instead.
-            second = _scan_worker(path, mid, size, now_ms, max_age_ms, seed)
+        except (BrokenProcessPool, Exception):
+            # The worker died (killed, out of memory) or failed: read its half here instead,
+            # where a real error surfaces as it would without a worker.
+            second = _read(path, mid, size, now_ms, max_age_ms, seed)
     return [first, second]

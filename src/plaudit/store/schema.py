@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from plaudit.store.backend import Tx
+from plaudit.store.chain import GENESIS
 
 SCHEMA_VERSION = "1"
 
-#: Hash that position 0 chains from; a constant so every empty log has the same head.
-GENESIS = hashlib.sha256(b"plaudit.log.v1").digest()
 
 EVENT_COLUMNS = (
     "seq",

@@ -1,0 +1,171 @@
+"""The fast seq_mem reader: chunking, batching and the two-process split change nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plaudit.signals import scan, synth
+from plaudit.signals.export import export
+
+from .conftest import BIG_AGE
+
+SPLITS = ("train", "val", "test")
+GARBAGE = [
+    b"{not json",
+    b"[1, 2, 3]",
+    b'"a string"',
+    b'{"name": "flow.router.decision.v1", "ts_ms": "soon", "subject": "{}"}',
+    b'{"name": "flow.router.outcome.v1", "ts_ms": 1e400, "subject": "{}"}',
+    b"\xff\xfe not utf-8",
+    b"   ",
+    b"",
+]
+
+
+def _synth_lines(decisions: int, seed: int = 5) -> list[bytes]:
+    rows = synth.rows(decisions, seed=seed, sessions=7, repeat_rate=0.1)
+    return [json.dumps(r, sort_keys=True).encode() for r in rows]
+
+
+def _export(path: Path, out: Path | None, **kw: Any) -> tuple[dict[str, Any], dict[str, bytes]]:
+    summary = export(seq_mem=path, output_dir=out, max_age_hours=BIG_AGE, now_ms=2 * 10**12, **kw)
+    files = {s: (out / f"{s}.jsonl").read_bytes() for s in SPLITS} if out is not None else {}
+    for key in ("generated_at_ms", "outputs", "input"):
+        summary.pop(key, None)
+    return summary, files
+
+
+@pytest.fixture
+def mixed_file(tmp_path: Path) -> Path:
+    """Good rows with garbage sprinkled in, including around the middle of the file."""
+    lines = _synth_lines(300)
+    for i, bad in enumerate(GARBAGE):
+        lines.insert(len(lines) // 2 + i * 3 - 6, bad)
+        lines.insert(i * 40, bad)
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path) -> None:
+    one, one_files = _export(mixed_file, tmp_path / "one", parallel=False)
+    two, two_files = _export(mixed_file, tmp_path / "two", parallel=True)
+    assert one["counts"]["parse_errors"] == 2 * 6  # blank lines are not errors
+    assert one["counts"]["joined_rows"] > 200
+    assert two == one  # parse error samples (with line numbers) included
+    assert two_files == one_files
+
+
+def test_error_line_numbers_count_across_the_split(tmp_path) -> None:
+    lines = _synth_lines(60)
+    lines[-3] = b"{broken"  # in the second half, read by the worker
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    summary, _ = _export(path, None, parallel=True)
+    [sample] = summary["parse_error_samples"]
+    assert sample.startswith(f"{path}:{len(lines) - 2}: JSON is malformed")
+
+
+def test_a_killed_worker_is_covered_by_the_parent(mixed_file, tmp_path, monkeypatch) -> None:
+    expected, expected_files = _export(mixed_file, tmp_path / "a", parallel=False)
+    monkeypatch.setattr(scan, "_scan_worker", _die)
+    got, got_files = _export(mixed_file, tmp_path / "b", parallel=True)
+    assert got == expected
+    assert got_files == expected_files
+
+
+def _die(*args: Any) -> None:
+    """Stands in for the worker's job: the worker is killed as by `kill -9`."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    chunk=st.integers(min_value=1, max_value=3000),
+    garbage=st.lists(st.sampled_from(GARBAGE) | st.binary(max_size=40), max_size=6),
+    positions=st.lists(st.integers(min_value=0, max_value=10_000), min_size=6, max_size=6),
+    trailing_newline=st.booleans(),
+)
+def test_chunk_size_never_changes_the_result(
+    tmp_path, monkeypatch, chunk, garbage, positions, trailing_newline
+) -> None:
+    lines = _synth_lines(25, seed=9)
+    for g, pos in zip(garbage, positions, strict=False):
+        lines.insert(pos % (len(lines) + 1), g.replace(b"\n", b" "))
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + (b"\n" if trailing_newline else b""))
+    expected, _ = _export(path, None, parallel=False)
+    monkeypatch.setattr(scan, "CHUNK_BYTES", chunk)
+    got, _ = _export(path, None, parallel=False)
+    assert got == expected
+    assert got["counts"]["parse_errors"] <= len(garbage)
+
+
+def test_oversize_lines_are_counted_at_any_chunk_size(tmp_path, monkeypatch) -> None:
+    lines = _synth_lines(10)
+    huge = b'{"name": "x", "pad": "' + b"z" * 5000 + b'"}'
+    lines[4:4] = [huge, huge]
+    lines.append(huge)  # the last line, without a newline
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    monkeypatch.setattr(scan, "MAX_LINE_BYTES", 4096)
+    results = []
+    for chunk in (100, 4096, 1 << 20):
+        monkeypatch.setattr(scan, "CHUNK_BYTES", chunk)
+        summary, _ = _export(path, None, parallel=False)
+        results.append(summary)
+    assert results[0] == results[1] == results[2]
+    c = results[0]["counts"]
+    assert c["oversize_lines"] == 3 and c["parse_errors"] == 3
+    assert results[0]["parse_error_samples"][0].startswith(f"{path}:5: line longer than")
+
+
+def test_values_smuggled_into_a_batch_make_no_phantom_rows(tmp_path) -> None:
+    """Lines and subjects are decoded in batches by joining them with commas: a line or a
+    subject holding several values must not turn into extra events."""
+    two_decisions = '{"decision_id": "p1", "chosen_task": "t"}, {"decision_id": "p2"}'
+    rows = [
+        {"name": "flow.router.decision.v1", "ts_ms": 10**12, "subject": two_decisions},
+        {"name": "flow.router.outcome.v1", "ts_ms": 10**12, "subject": '{"decision_id": "p1"}'},
+    ]
+    lines = [json.dumps(r).encode() for r in rows]
+    lines.insert(1, lines[0] + b", " + lines[1])  # two rows on one line
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    summary, _ = _export(path, None)
+    c = summary["counts"]
+    assert c["parse_errors"] == 1
+    assert c["decisions"] == 0 and c["joined_rows"] == 0
+    assert c["skipped_no_decision_id"] == 1
+    assert c["outcomes"] == 1
+
+
+def test_an_object_subject_is_read_like_a_string_one(tmp_path) -> None:
+    subject = {"decision_id": "o1", "chosen_task": "t", "confidence": 0.5, "context": {"a": 1}}
+    as_text = {"name": "flow.router.decision.v1", "ts_ms": 10**12, "subject": json.dumps(subject)}
+    as_object = {**as_text, "subject": subject}
+    outcome = {
+        "name": "flow.router.outcome.v1",
+        "ts_ms": 10**12,
+        "subject": json.dumps({"decision_id": "o1", "outcome": "success"}),
+    }
+    got = []
+    for i, first in enumerate((as_text, as_object)):
+        path = tmp_path / f"in{i}.jsonl"
+        path.write_text(json.dumps(first) + "\n" + json.dumps(outcome) + "\n")
+        _, files = _export(path, tmp_path / f"out{i}")
+        rows = [json.loads(x) for s in SPLITS for x in files[s].splitlines()]
+        assert len(rows) == 1
+        got.append({k: v for k, v in rows[0].items() if k != "dedupe_id"})
+    assert got[0] == got[1]
+    assert got[0]["context"] == {"a": 1}
