@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 
 import click
@@ -109,6 +110,10 @@ def serve(
         )
         for name, reason in app.state.skipped_routes.items():
             click.echo(f"warning: {name} not mounted: {reason}", err=True)
+        # Everything loaded so far lives as long as the server: move it out of the collector's
+        # way, so a full collection walks only what requests create (shorter pauses in p99).
+        gc.collect()
+        gc.freeze()
         shown = f"[{host}]" if ":" in host else host
         click.echo(
             f"plaudit serving {p.backend.describe()} on http://{shown}:{port}/ "
