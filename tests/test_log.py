@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 
@@ -9,7 +10,6 @@ import pytest
 
 from _logtools import attacker, ev
 from plaudit import ConfigError, Head, Plaudit, ValidationError, make_event
-from plaudit.store import log as log_module
 
 
 def test_replay_get_tail_and_filters(pl: Plaudit) -> None:
@@ -151,7 +151,7 @@ def test_parallel_verify_falls_back_when_a_worker_cannot_run(
     with Plaudit.open(db) as p:
         p.log.append_batch([ev(i) for i in range(50)])
         for exe in ("/nonexistent/python", "/bin/false"):
-            monkeypatch.setattr(log_module.sys, "executable", exe)
+            monkeypatch.setattr(sys, "executable", exe)
             assert p.log.verify(workers=2).ok
             with attacker(db) as raw:
                 raw.execute("UPDATE plaudit_events SET source = 'x' WHERE seq = 40")

@@ -40,6 +40,9 @@ class _Row(msgspec.Struct):
     subject: Any = None
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class _Decision(msgspec.Struct):
     """The decision fields the export uses; `context` and `candidates` stay raw JSON text,
     copied to the output as they are."""
@@ -48,16 +51,17 @@ class _Decision(msgspec.Struct):
     session_id: Any = None
     chosen_task: Any = None
     source: Any = None
-    project_fingerprint: Any = None
-    project_path: Any = None
-    git_branch: Any = None
-    git_commit: Any = None
-    user_hash: Any = None
-    user_intent: Any = None
+    # Copied to the output as they are (any JSON value, as in the reference): never decoded.
+    project_fingerprint: msgspec.Raw = _NULL
+    project_path: msgspec.Raw = _NULL
+    git_branch: msgspec.Raw = _NULL
+    git_commit: msgspec.Raw = _NULL
+    user_hash: msgspec.Raw = _NULL
+    user_intent: msgspec.Raw = _NULL
     confidence: Any = None
     propensity: Any = None
-    context: msgspec.Raw = msgspec.Raw(b"null")
-    candidates: msgspec.Raw = msgspec.Raw(b"null")
+    context: msgspec.Raw = _NULL
+    candidates: msgspec.Raw = _NULL
 
 
 class _Outcome(msgspec.Struct):
@@ -82,12 +86,12 @@ class _RowHead(msgspec.Struct):
     ts_ms: int
     source: str
     session_id: str
-    project_fingerprint: Any
-    project_path: Any
-    git_branch: Any
-    git_commit: Any
-    user_hash: Any
-    user_intent: Any
+    project_fingerprint: msgspec.Raw
+    project_path: msgspec.Raw
+    git_branch: msgspec.Raw
+    git_commit: msgspec.Raw
+    user_hash: msgspec.Raw
+    user_intent: msgspec.Raw
     context: msgspec.Raw
     candidates: msgspec.Raw
     chosen_task: str
@@ -362,10 +366,13 @@ class Scanner:
     def lines(self, lines: list[bytes], base: int) -> None:
         """Consecutive seq_mem lines (without newlines), the first one numbered `base + 1`.
         A bad line is counted in `parse_errors` and skipped, never raised."""
-        # One decode per line, so a bad line can only ever spoil itself.
+        # One decode per line, so a bad line can only ever spoil itself. `event`, inlined.
         decode = _decode_row
-        event = self.event
-        events = 0
+        pending = self._pending
+        now_ms = self.now_ms
+        max_age_ms = self.max_age_ms
+        out = self.out
+        events = old = other = 0
         for i, line in enumerate(lines, base + 1):
             try:
                 row = decode(line)
@@ -381,14 +388,25 @@ class Scanner:
                     self.error(i, str(exc) or type(exc).__name__)
                     continue
             events += 1
+            if ts <= 0 or (now_ms - ts) > max_age_ms:
+                old += 1
+                continue
             name = row.name
+            batch = pending.get(name) if type(name) is str else None
+            if batch is None:
+                other += 1
+                continue
+            subject = row.subject
+            if type(subject) is not str:
+                subject = _subject_text(subject)
             session = row.session_id
-            event(
-                name if type(name) is str else _s(name),
-                ts,
-                session if type(session) is str else _s(session),
-                row.subject,
-            )
+            meta, texts = batch
+            meta.append((ts, session if type(session) is str else _s(session)))
+            texts.append(subject)
+            if len(texts) >= PENDING:
+                self._flush(name)
+        out.skipped_old += old
+        out.other_events += other
         self.out.events += events
 
     def read_range(

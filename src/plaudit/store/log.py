@@ -10,15 +10,11 @@ inserting or reordering rows breaks the chain at the first affected position. A 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -35,6 +31,9 @@ from plaudit.store.projections import (
     type_condition,
 )
 from plaudit.store.schema import EVENT_COLUMNS, create_schema
+
+if TYPE_CHECKING:
+    import subprocess
 
 Status = Literal["appended", "present", "conflict"]
 OnConflict = Literal["raise", "skip"]
@@ -494,6 +493,12 @@ class EventLog:
         Whatever goes wrong with the worker (not with the log) falls back to checking the
         range in this process, so a worker can only ever make verify faster, never weaker.
         """
+        # Imported here: the append path (and a shell hook's emit) never needs them.
+        import json
+        import subprocess
+        import sys
+        from concurrent.futures import ThreadPoolExecutor
+
         backend = self.backend
         path = getattr(backend, "path", None)
         if backend.dialect == "sqlite" and path is not None and str(path) != ":memory:":
