@@ -64,6 +64,25 @@ def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path) -> None
     assert two_files == one_files
 
 
+def test_the_worker_is_used_only_when_asked_for(mixed_file, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(scan, "_scan_worker", _die)  # if it were used, it would die ...
+    calls = []
+    read = scan._read
+    monkeypatch.setattr(scan, "_read", lambda *a: calls.append(a[1:3]) or read(*a))
+    for jobs in (None, "1", "x"):
+        if jobs is None:
+            monkeypatch.delenv("PLAUDIT_EXPORT_JOBS", raising=False)
+        else:
+            monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", jobs)
+        _export(mixed_file, None)
+    assert calls == []  # ... and the parent would read its half itself
+    monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", "2")
+    _export(mixed_file, None)
+    [(start, end)] = calls
+    assert 0 < start < end == mixed_file.stat().st_size
+
+
 def test_error_line_numbers_count_across_the_split(tmp_path) -> None:
     lines = _synth_lines(60)
     lines[-3] = b"{broken"  # in the second half, read by the worker

@@ -58,13 +58,16 @@ def _progress_bar() -> Iterator[Any]:
         TimeElapsedColumn(),
         console=Console(stderr=True),
         transient=True,
+        # No refresh thread: the export forks a worker, which is only safe while the process
+        # has a single thread. The bar is redrawn on each update instead.
+        auto_refresh=False,
     )
     tasks: dict[str, TaskID] = {}
 
     def update(phase: str, done: int, total: int | None) -> None:
         if phase not in tasks:
             tasks[phase] = prog.add_task(phase, total=total)
-        prog.update(tasks[phase], completed=done, total=total)
+        prog.update(tasks[phase], completed=done, total=total, refresh=True)
 
     with prog:
         yield update

@@ -229,9 +229,9 @@ def export(
     """Export from `seq_mem` when given, else from the log; returns the summary.
 
     With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
-    `parallel` reads a seq_mem file in two halves, one in a forked worker process; by default
-    (None) only a large file (32 MiB or more) on a multi-core machine, from a single-threaded
-    process, and not when the environment sets PLAUDIT_EXPORT_JOBS=1.
+    `parallel=True` reads a seq_mem file in two halves, one in a forked worker process; None
+    (the default) does so only when the environment sets PLAUDIT_EXPORT_JOBS=2, for a file of
+    32 MiB or more, on a multi-core machine, from a single-threaded process.
     """
     reward_map = check_options(
         split_by=split_by,

@@ -6,8 +6,10 @@ the bytes of its output row's first half (in one buffer per stretch of input). W
 keeps per decision is then one small tuple of interned strings and offsets into that buffer,
 instead of a dict of decoded values to re-encode.
 
-A large seq_mem file is read in two byte ranges, the second one in a forked worker process, so
-both cores decode at once; the records are then folded in file order, as if read by one reader.
+On request (PLAUDIT_EXPORT_JOBS=2, or `parallel=True`) a large seq_mem file is read in two byte
+ranges, the second one in a forked worker process, so two cores decode at once; the records are
+then folded in file order, as if read by one reader. It is off by default: it costs some extra
+CPU (handing the worker's records over) and only pays off when a core is idle.
 """
 
 from __future__ import annotations
@@ -499,11 +501,16 @@ def _split_point(path: str, size: int) -> int:
 def can_fork() -> bool:
     """Forking is safe (and cheap) only from a single-threaded process on a multi-core box."""
     return (
-        (os.cpu_count() or 1) > 1
-        and threading.active_count() == 1
-        and "fork" in _start_methods()
-        and os.environ.get("PLAUDIT_EXPORT_JOBS", "") != "1"
+        (os.cpu_count() or 1) > 1 and threading.active_count() == 1 and "fork" in _start_methods()
     )
+
+
+def jobs_from_env() -> int:
+    """PLAUDIT_EXPORT_JOBS: 2 reads a large file with a worker process; 1 (the default) not."""
+    try:
+        return 2 if int(os.environ.get("PLAUDIT_EXPORT_JOBS", "1")) >= 2 else 1
+    except ValueError:
+        return 1
 
 
 def _start_methods() -> list[str]:
@@ -525,7 +532,7 @@ def scan_file(
     """Scan `path` up to `size` bytes (what it held when the export started); one Scan per
     stretch, in file order. Lines appended meanwhile are left for the next export."""
     if parallel is None:
-        use_pool = can_fork() and size >= PARALLEL_MIN_BYTES
+        use_pool = jobs_from_env() > 1 and can_fork() and size >= PARALLEL_MIN_BYTES
     else:
         use_pool = parallel and "fork" in _start_methods()
     mid = _split_point(path, size) if use_pool else size
