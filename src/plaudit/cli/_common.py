@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
 
-from plaudit.core import Plaudit
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +41,8 @@ def resolve(db: str | None) -> str | None:
 
 @contextmanager
 def open_store(db: str | None) -> Iterator[Plaudit]:
+    from plaudit.core import Plaudit  # here, so commands that never open a store skip it
+
     p = Plaudit.open(resolve(db))
     try:
         yield p
