@@ -1,10 +1,10 @@
-"""Many threads appending to one SQLite store: SQLite's busy handler vs plaudit serve's lock.
+"""Many threads appending to one SQLite store: SQLite's busy handler vs plaudit's write queue.
 
 This is the situation inside `plaudit serve`: up to 40 worker threads, one SQLite writer. Each
 thread appends as fast as it can for a few seconds; the script reports appends per second and
-the p50/p99 latency of one append, for the plain `SqliteBackend` (threads that find the lock
-taken are put to sleep by SQLite) and for `plaudit.server.store.SerializedSqliteBackend`
-(threads queue on an in-process lock first). Medians over `--runs`, alternating the two.
+the p50/p99 latency of one append, for a backend left to SQLite's busy handler (threads
+that find the lock taken are put to sleep by SQLite) and for plaudit's `SqliteBackend`, whose
+threads queue on an in-process lock first. Medians over `--runs`, alternating the two.
 
     python bench/http_sqlite_writers.py --threads 40 --seconds 4 --runs 3
 """
@@ -16,17 +16,25 @@ import statistics
 import tempfile
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from plaudit import Plaudit, make_event
-from plaudit.server.store import SerializedSqliteBackend
 from plaudit.store.sqlite import SqliteBackend
+
+
+class BusyHandlerBackend(SqliteBackend):
+    """plaudit's SQLite backend without its in-process write queue."""
+
+    def __init__(self, path: Path, *, durability: str = "full") -> None:
+        super().__init__(path, durability=durability)  # type: ignore[arg-type]
+        self._write_turn = nullcontext()  # type: ignore[assignment]
 
 
 def one_run(serialized: bool, threads: int, seconds: float, durability: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.db"
-        cls = SerializedSqliteBackend if serialized else SqliteBackend
+        cls = SqliteBackend if serialized else BusyHandlerBackend
         p = Plaudit(cls(path, durability=durability))  # type: ignore[arg-type]
         latencies: list[float] = []
         lock = threading.Lock()

@@ -29,7 +29,7 @@ def pg_unavailable_reason() -> str | None:
             with psycopg.connect(PG_DSN, connect_timeout=3) as conn:
                 conn.execute("SELECT 1")
             _pg_state["reason"] = None
-        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+        except Exception as exc:
             _pg_state["reason"] = f"PostgreSQL at {PG_DSN} is not reachable: {exc}".strip()
     return _pg_state["reason"]  # type: ignore[return-value]
 

@@ -94,23 +94,39 @@ def run_demo(
             wrong = chosen != correct
             confidence = float(np.clip(rng.normal(0.55 if wrong else 0.8, 0.1), 0.05, 0.99))
             p.signals.decision(
-                sel.run_id, chosen, round(confidence, 3), f"{d.task} request #{run}",
+                sel.run_id,
+                chosen,
+                round(confidence, 3),
+                f"{d.task} request #{run}",
                 session_id=session,
                 candidates=[f"agent:{r}" for r in ROUTES],
-                context={"prompt_arms": len(sel.included), "prompt_tokens": sel.used_tokens,
-                         "baseline": sel.is_baseline},
+                context={
+                    "prompt_arms": len(sel.included),
+                    "prompt_tokens": sel.used_tokens,
+                    "baseline": sel.is_baseline,
+                },
                 propensity=round(confidence, 3),
                 ts_ms=ts,
             )
             if wrong:
-                p.signals.override(sel.run_id, chosen, correct, reason="user re-routed",
-                                   session_id=session, ts_ms=ts + 1_000)
+                p.signals.override(
+                    sel.run_id,
+                    chosen,
+                    correct,
+                    reason="user re-routed",
+                    session_id=session,
+                    ts_ms=ts + 1_000,
+                )
             outcome = _outcome(rng, len(d.missed), d.rare_missed, wrong)
             p.signals.outcome(
-                sel.run_id, outcome, correct, int(rng.integers(2_000, 120_000)),
+                sel.run_id,
+                outcome,
+                correct,
+                int(rng.integers(2_000, 120_000)),
                 manual_override_task=correct if wrong else "",
                 error_kind="missing_context" if d.missed else "",
-                session_id=session, ts_ms=ts + 5_000,
+                session_id=session,
+                ts_ms=ts + 5_000,
             )
             if run % 100 == 99:
                 p.ledger.apply_rules()  # a live dashboard sees the score move during the run
@@ -135,8 +151,11 @@ def run_demo(
             recall_last_500=float(last["recall"]),
             rare_recall_last_500=last["rare_recall"],
             savings_last_500=float(last["savings_percent"]),
-            ledger={"verified": bool(ledger.get("ok")), "total_score": score.get("total_score"),
-                    "transactions": score.get("transactions")},
+            ledger={
+                "verified": bool(ledger.get("ok")),
+                "total_score": score.get("total_score"),
+                "transactions": score.get("transactions"),
+            },
             log_ok=log_report.ok,
             log_head=log_report.head,
             export_dir=str(export_dir),

@@ -1,24 +1,17 @@
-"""The store as `plaudit serve` opens it: many threads write through one handle, nothing lost."""
+"""Many threads writing through one handle, as in `plaudit serve`: nothing lost, chain intact."""
 
 from __future__ import annotations
 
 import threading
 
-from plaudit import make_event
-from plaudit.server.store import SerializedSqliteBackend, open_for_serving
-
-
-def test_sqlite_writes_are_serialized_and_postgres_is_untouched(db_url: str) -> None:
-    with open_for_serving(db_url) as p:
-        serialized = isinstance(p.backend, SerializedSqliteBackend)
-        assert serialized is (p.dialect == "sqlite")
+from plaudit import Plaudit, make_event
 
 
 def test_many_threads_append_through_one_serving_handle(db_url: str) -> None:
     """20 threads x 25 appends: every one acknowledged, every one stored, chain intact."""
     acked: list[str] = []
     lock = threading.Lock()
-    with open_for_serving(db_url, durability="normal") as p:
+    with Plaudit.open(db_url, durability="normal") as p:
 
         def writer(k: int) -> None:
             for i in range(25):

@@ -95,11 +95,11 @@ def serve(
 
     import uvicorn
 
+    from plaudit.core import Plaudit
     from plaudit.server.app import create_app
     from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES
-    from plaudit.server.store import open_for_serving
 
-    p = open_for_serving(resolve(db), durability=durability)
+    p = Plaudit.open(resolve(db), durability=durability)
     try:
         app = create_app(
             p,

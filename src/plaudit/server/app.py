@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from plaudit import __version__
 from plaudit.core import Plaudit
-from plaudit.server import fastdeps, handlers
+from plaudit.server import handlers
 from plaudit.server.deps import get_plaudit, require_write
 from plaudit.server.headers import SecurityHeaders
 from plaudit.server.hosts import HostGuard
@@ -75,7 +75,6 @@ def create_app(
     app.state.plaudit = plaudit
     app.state.token = token or None
     handlers.install(app)
-    fastdeps.install(app)
 
     routers, skipped = load_routers(route_modules)
     app.state.skipped_routes = skipped

@@ -1,8 +1,10 @@
 """Dependencies shared by every route module.
 
 Routes get the open `Plaudit` handle with `Depends(get_plaudit)` and protect writes with
-`dependencies=[Depends(require_write)]`. Library errors (`PlauditError`) propagate: the app maps
-them to 4xx responses with a message, so routes hold no error-handling logic of their own.
+`dependencies=[Depends(require_write)]`. Both are coroutines, so FastAPI runs them on the
+event loop: a plain `def` dependency costs a thread-pool hand-off per request. Library errors
+(`PlauditError`) propagate: the app maps them to 4xx responses with a message, so routes hold
+no error-handling logic of their own.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from fastapi import HTTPException, Request
 from plaudit.core import Plaudit
 
 
-def get_plaudit(request: Request) -> Plaudit:
+async def get_plaudit(request: Request) -> Plaudit:
     return request.app.state.plaudit
 
 
-def require_write(request: Request) -> None:
+async def require_write(request: Request) -> None:
     """Bearer-token check for write endpoints, when the server was given a token."""
     token: str | None = getattr(request.app.state, "token", None)
     if not token:
