@@ -124,30 +124,37 @@ _SCAN = bytes(
 )
 # An integer literal of 16+ digits may exceed 2^53-1 (which has 16); shorter ones cannot.
 _LONG_DIGITS = b"0" * 16
+_decode_any = msgspec.json.Decoder().decode
 _ENCODE_ERRORS = (TypeError, msgspec.EncodeError, UnicodeEncodeError, OverflowError, RecursionError)
 
 
 def _encode_object(name: str, obj: dict[str, Any], where: str | None, *, from_json: bool) -> bytes:
     """Canonical JSON of a payload or meta object, validated.
 
-    Objects built in Python are walked (`_check_json`), which names the offending path. Objects
-    just decoded from JSON text (the import) can only hold JSON values, so what is left to check
-    is nesting depth and integer size, and one C-level scan of the encoded bytes bounds both:
-    fewer than 65 brackets (in structure or in strings) cannot nest deeper than 64, and an
-    integer beyond 2^53 needs 16 digits in a row. Only when the scan is not sure is the object
-    walked. (For typical payloads the walk and the scan cost about the same; the scan wins on
-    the import path, where the walk would re-check what the JSON decoder already guaranteed.)
+    Everything here runs in C for a valid object: encode, then one scan of the encoded bytes
+    bounds nesting depth and integer size (fewer than 65 brackets, in structure or in strings,
+    cannot nest deeper than 64; an integer beyond 2^53 needs 16 digits in a row). An object just
+    decoded from JSON text (the import) can hold nothing else; one built in Python must also
+    decode back to itself, which rules out NaN and infinities (encoded as null), non-string
+    keys and values JSON cannot carry (dates, bytes, ...). Only when one of these checks is not
+    sure is the object walked in Python (`_check_json`), which accepts tuples and enum members
+    and names the offending path otherwise.
     """
-    if from_json:
-        try:
-            data = _encoder.encode(obj)
-        except _ENCODE_ERRORS:
-            data = None
-        if data is not None:
-            scan = data.translate(_SCAN)
-            if _LONG_DIGITS not in scan and scan.count(b"[") <= MAX_DEPTH:
-                return data
+    try:
+        data = _encoder.encode(obj)
+    except _ENCODE_ERRORS:
+        data = None
+    if data is not None:
+        scan = data.translate(_SCAN)
+        if (
+            _LONG_DIGITS not in scan
+            and scan.count(b"[") <= MAX_DEPTH
+            and (from_json or _decode_any(data) == obj)
+        ):
+            return data
     _check_json(obj, name, 0, where)
+    if data is not None:
+        return data
     try:
         return _encoder.encode(obj)
     except _ENCODE_ERRORS as exc:
