@@ -60,7 +60,7 @@ class SqliteBackend(Backend):
                 str(self.path), isolation_level=None, timeout=60.0, check_same_thread=False
             )
             # Takes effect only when the file is created: events are ~0.5 KB rows, and 8 KiB
-            # pages cut B-tree work per insert and per verify scan (see docs/bench/log.md).
+            # pages cut B-tree work per insert and per verify scan (see docs/benchmarks.md).
             conn.execute("PRAGMA page_size=8192")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
