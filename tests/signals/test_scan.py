@@ -44,6 +44,18 @@ def _export(path: Path, out: Path | None, **kw: Any) -> tuple[dict[str, Any], di
 
 
 @pytest.fixture
+def forkable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the worker fork although other tests in this process left threads running.
+
+    `can_fork` refuses a multi-threaded parent, which would silently turn these tests of the
+    two-process path into tests of the one-process path when the whole suite runs.
+    """
+    if (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        pytest.skip("the two-process export needs 2 cores and fork()")
+    monkeypatch.setattr(scan, "can_fork", lambda: True)
+
+
+@pytest.fixture
 def mixed_file(tmp_path: Path) -> Path:
     """Good rows with garbage sprinkled in, including around the middle of the file."""
     lines = _synth_lines(300)
@@ -55,7 +67,7 @@ def mixed_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path) -> None:
+def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path, forkable) -> None:
     one, one_files = _export(mixed_file, tmp_path / "one", parallel=False)
     two, two_files = _export(mixed_file, tmp_path / "two", parallel=True)
     assert one["counts"]["parse_errors"] == 2 * 6  # blank lines are not errors
@@ -64,7 +76,9 @@ def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path) -> None
     assert two_files == one_files
 
 
-def test_the_worker_is_used_only_when_asked_for(mixed_file, tmp_path, monkeypatch) -> None:
+def test_the_worker_is_used_only_when_asked_for(
+    mixed_file, tmp_path, monkeypatch, forkable
+) -> None:
     monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(scan, "_scan_worker", _die)  # if it were used, it would die ...
     calls = []
@@ -83,7 +97,7 @@ def test_the_worker_is_used_only_when_asked_for(mixed_file, tmp_path, monkeypatc
     assert 0 < start < end == mixed_file.stat().st_size
 
 
-def test_error_line_numbers_count_across_the_split(tmp_path) -> None:
+def test_error_line_numbers_count_across_the_split(tmp_path, forkable) -> None:
     lines = _synth_lines(60)
     lines[-3] = b"{broken"  # in the second half, read by the worker
     path = tmp_path / "in.jsonl"
@@ -93,7 +107,9 @@ def test_error_line_numbers_count_across_the_split(tmp_path) -> None:
     assert sample.startswith(f"{path}:{len(lines) - 2}: JSON is malformed")
 
 
-def test_a_killed_worker_is_covered_by_the_parent(mixed_file, tmp_path, monkeypatch) -> None:
+def test_a_killed_worker_is_covered_by_the_parent(
+    mixed_file, tmp_path, monkeypatch, forkable
+) -> None:
     expected, expected_files = _export(mixed_file, tmp_path / "a", parallel=False)
     monkeypatch.setattr(scan, "_scan_worker", _die)
     got, got_files = _export(mixed_file, tmp_path / "b", parallel=True)
