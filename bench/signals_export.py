@@ -23,22 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from plaudit.signals import synth
+from plaudit.signals.join import Counts
 from signals_common import median, plaudit_command, run_measured
 
-REFERENCE_COUNTS = (
-    "decisions",
-    "outcomes",
-    "joined_rows",
-    "missing_outcome",
-    "duplicate_decision_ids",
-    "duplicate_outcome_ids",
-    "dropped_duplicate_rows",
-    "overrides",
-    "train_rows",
-    "val_rows",
-    "test_rows",
-    "parse_errors",
-)
+REFERENCE_COUNTS = Counts.REFERENCE  # the counts the reference exporter also reports
 
 
 def main() -> int:
