@@ -83,8 +83,8 @@ class Tx(ABC):
         """Fill `{blob}`, `{bigint}`, ... with this dialect's words."""
         return sql.format(**DIALECT_WORDS[self.dialect])
 
-    def table_exists(self, name: str) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def table_exists(self, name: str) -> bool: ...
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
         """Bulk insert; backends override with their fastest path."""
