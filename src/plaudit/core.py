@@ -22,6 +22,9 @@ class Plaudit:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.log = EventLog(backend)
+        # Every handle, however its backend was made, applies the built-in projections.
+        from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
+
         self.log.init()
 
     @classmethod
@@ -35,8 +38,6 @@ class Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
         SQLite; a killed process still loses nothing that was acknowledged."""
-        from plaudit import builtins  # noqa: F401 - registers the built-in projections
-
         return cls(make_backend(db, schema=schema, durability=durability))
 
     @property

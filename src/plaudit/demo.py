@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ class DemoReport:
     export_dir: str
     export_counts: dict[str, Any]
     audit: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
 
 
 def _outcome(rng: np.random.Generator, missed: int, rare_missed: int, rerouted: bool) -> str:

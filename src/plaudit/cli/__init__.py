@@ -6,7 +6,6 @@ hook running `plaudit signal emit` does not pay for numpy, the HTTP stack or ric
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 
@@ -44,4 +43,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
-__all__ = ["COMMANDS", "main", "os"]
+__all__ = ["COMMANDS", "main"]

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import msgspec
 
-from plaudit.cli._common import db_option, echo_json, fail, json_option, open_store
+from plaudit.cli._common import db_option, echo_json, json_option, open_store
 from plaudit.errors import ValidationError
 
 
@@ -275,4 +275,4 @@ def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"rebuilt {name} from {n} events")
 
 
-__all__ = ["fail", "log", "rebuild"]
+__all__ = ["log", "rebuild"]

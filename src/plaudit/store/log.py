@@ -30,7 +30,7 @@ from plaudit.store.projections import (
     scan,
     type_condition,
 )
-from plaudit.store.schema import EVENT_COLUMNS, create_schema
+from plaudit.store.schema import EVENT_COLUMNS, create_schema, schema_current
 
 if TYPE_CHECKING:
     import subprocess
@@ -165,6 +165,11 @@ class EventLog:
 
     # -- set-up -------------------------------------------------------------------------
     def init(self) -> None:
+        # Every open (every CLI call, every shell-hook emit) gets here: check with a read
+        # first, so opening an existing log never waits for the write lock.
+        with self.backend.read() as tx:
+            if schema_current(tx):
+                return
         with self.backend.write() as tx:
             create_schema(tx)
 
@@ -552,6 +557,10 @@ class EventLog:
 
     def ensure_projection(self, name: str) -> None:
         """Create a projection's tables and catch it up, before a module reads them."""
+        with self.backend.read() as tx:  # the usual case: nothing to do, so no write lock
+            head_seq = int(tx.scalar("SELECT seq FROM plaudit_head WHERE one = 1"))
+            if self.projections.is_current(tx, name, head_seq):
+                return
         with self.backend.write() as tx:
             head_seq, _ = tx.fetchone(self._head_sql)
             self.projections.ensure_named(tx, name, int(head_seq))

@@ -234,10 +234,19 @@ class ProjectionManager:
             self._set(tx, proj.name, proj.version, last)
 
     def ensure_named(self, tx: Tx, name: str, head: int) -> Projection:
+        return self.ensure(tx, self._entry(name), head)
+
+    def is_current(self, tx: Tx, name: str, head: int) -> bool:
+        """True when the projection exists at its version and has applied the whole log."""
+        proj = self._entry(name).load()
+        return self._state(tx, proj.name) == (proj.version, head)
+
+    @staticmethod
+    def _entry(name: str) -> _Entry:
         entry = _REGISTRY.get(name)
         if entry is None:
             raise ConfigError(f"no projection named {name!r} is registered")
-        return self.ensure(tx, entry, head)
+        return entry
 
     def rebuild(self, tx: Tx, head: int, names: Sequence[str] | None = None) -> dict[str, int]:
         """Drop and replay; returns how many events each projection consumed."""

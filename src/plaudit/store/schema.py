@@ -79,15 +79,21 @@ _GUARDS = {
 }
 
 
+def schema_current(tx: Tx) -> bool:
+    """True when the log's tables exist at this version (a read; no lock needed)."""
+    return (
+        tx.table_exists("plaudit_meta")
+        and tx.table_exists("plaudit_head")
+        and tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_version'")
+        == SCHEMA_VERSION
+    )
+
+
 def create_schema(tx: Tx) -> None:
     if tx.dialect == "postgres":
         # CREATE ... IF NOT EXISTS is not race-free in PostgreSQL; serialise first-time set-up.
         tx.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
-        if (
-            tx.table_exists("plaudit_head")
-            and tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_version'")
-            == SCHEMA_VERSION
-        ):
+        if schema_current(tx):
             return
     for stmt in _DDL:
         tx.execute(tx.ddl(stmt))
