@@ -24,13 +24,17 @@ from plaudit import Plaudit
 BATCH = 400
 
 WRITER = r"""
-import os, sys
+import os, sys, time
 from plaudit import Plaudit
 db, prefix, ack = sys.argv[1], sys.argv[2], sys.argv[5]
 batches, size = int(sys.argv[3]), int(sys.argv[4])
 fd = os.open(ack, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 os.write(fd, b"ready\n")
 with Plaudit.open(db) as p:
+    if len(sys.argv) > 6:  # a start gate: every writer is open before any of them writes
+        os.write(fd, b"opened\n")
+        while not os.path.exists(sys.argv[6]):
+            time.sleep(0.005)
     for b in range(batches):
         events = [
             {"id": f"{prefix}-{b}-{j}", "type": "test.crash.v1", "session_id": prefix,
@@ -47,9 +51,12 @@ with Plaudit.open(db) as p:
 """
 
 
-def start_writer(db: str, prefix: str, batches: int, size: int, ack: Path) -> subprocess.Popen:
+def start_writer(
+    db: str, prefix: str, batches: int, size: int, ack: Path, gate: Path | None = None
+) -> subprocess.Popen:
+    extra = [] if gate is None else [str(gate)]
     return subprocess.Popen(
-        [sys.executable, "-c", WRITER, db, prefix, str(batches), str(size), str(ack)],
+        [sys.executable, "-c", WRITER, db, prefix, str(batches), str(size), str(ack), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -128,10 +135,19 @@ def test_kill_9_mid_batch_loses_nothing_acknowledged(
 @pytest.mark.slow
 def test_four_writers_in_parallel(db_url: str, tmp_path: Path) -> None:
     batches, size = 12, 150
+    gate = tmp_path / "go"
     procs = []
     for w in range(4):
         ack = tmp_path / f"w{w}"
-        procs.append((f"w{w}", ack, start_writer(db_url, f"w{w}", batches, size, ack)))
+        procs.append((f"w{w}", ack, start_writer(db_url, f"w{w}", batches, size, ack, gate)))
+    # Release all four at once, so they really contend rather than run one after another.
+    deadline = time.monotonic() + 60
+    while not all(a.exists() and "opened" in a.read_text() for _, a, _ in procs):
+        assert time.monotonic() < deadline, "writers did not open the store"
+        for _, _, proc in procs:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.01)
+    gate.touch()
     for _, _, proc in procs:
         _, err = proc.communicate(timeout=240)
         assert proc.returncode == 0, err.decode()
