@@ -7,8 +7,9 @@ The reference exporter is `tools/router_signal_export.py` in https://github.com/
 All run as child processes on one generated file, interleaved; each figure is the median of
 --runs runs. Peak memory is each child's ru_maxrss as `wait4` reports it, which for plaudit's
 two-process run is the larger of the exporter and its worker process. plaudit is measured
-twice: as it runs by default (one process) and with PLAUDIT_EXPORT_JOBS=2 (a large file is
-read by two processes). The summaries' counts are compared as well.
+three times: as it runs by default (PLAUDIT_EXPORT_JOBS=auto: a second process reads half
+the file when the load average shows an idle core), with PLAUDIT_EXPORT_JOBS=1 (one process)
+and with PLAUDIT_EXPORT_JOBS=2 (always two). The summaries' counts are compared as well.
 """
 
 from __future__ import annotations
@@ -53,8 +54,16 @@ def main() -> int:
         *plaudit_command(), "signal", "export", "--seq-mem", str(src),
         "--output-dir", str(work / "out_plaudit"), *age,
     ]  # fmt: skip
-    commands = {"plaudit": plaudit, "plaudit, two processes": plaudit}
-    envs = {"plaudit, two processes": {"PLAUDIT_EXPORT_JOBS": "2"}}
+    commands = {
+        "plaudit": plaudit,
+        "plaudit, one process": plaudit,
+        "plaudit, two processes": plaudit,
+    }
+    envs = {
+        "plaudit": {"PLAUDIT_EXPORT_JOBS": "auto"},
+        "plaudit, one process": {"PLAUDIT_EXPORT_JOBS": "1"},
+        "plaudit, two processes": {"PLAUDIT_EXPORT_JOBS": "2"},
+    }
     if args.reference:
         commands["reference"] = [
             sys.executable, args.reference, "--seq-mem", str(src),
@@ -86,7 +95,7 @@ def main() -> int:
     if "reference" in results:
         ref = results["reference"]
         print()
-        for name in ("plaudit", "plaudit, two processes"):
+        for name in ("plaudit", "plaudit, one process", "plaudit, two processes"):
             p = results[name]
             speed = median(ref["wall"]) / median(p["wall"])
             cpu = median(ref["cpu"]) / median(p["cpu"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -161,8 +161,14 @@ def _encode_object(name: str, obj: dict[str, Any], where: str | None, *, from_js
         raise ValidationError(name, f"cannot be encoded as JSON: {exc}", where=where) from None
 
 
-class Prepared(msgspec.Struct, frozen=True):
-    """An event checked and encoded for storage; what the log writes."""
+class Prepared(msgspec.Struct, frozen=True, gc=False):
+    """An event checked and encoded for storage; what the log writes.
+
+    Not tracked by the cycle collector (`gc=False`): a batch makes one per event, and tracking
+    them doubled the collections a batch append sets off: ~1% of its time, ~10% when one turns
+    into a full pass over the caller's heap. A Prepared is made after its event and nothing in
+    the event refers to it, so it cannot be part of a reference cycle.
+    """
 
     event: Event
     payload_text: str
@@ -328,3 +334,80 @@ def prepare(
     # with a new timestamp or different transport metadata is the same event.
     digest = _sha256(f"{type_}{SEP}{e.session_id}{SEP}{e.source}{SEP}".encode() + payload_bytes)
     return Prepared(e, payload_bytes.decode(), meta_bytes.decode(), digest.digest())
+
+
+def _quick_object(obj: dict[str, Any], max_bytes: int) -> bytes | None:
+    """`_encode_object` for an ordinary object that passes: its bytes, or None when unsure.
+
+    None sends the event through `prepare`, which decides (and words any error) exactly.
+    """
+    try:
+        data = _encoder.encode(obj)
+    except _ENCODE_ERRORS:
+        return None
+    scan = data.translate(_SCAN)
+    if (
+        len(data) <= max_bytes
+        and _LONG_DIGITS not in scan
+        and scan.count(b"[") <= MAX_DEPTH
+        and _decode_any(data) == obj
+    ):
+        return data
+    return None
+
+
+def prepare_batch(
+    events: Iterable[Event | Mapping[str, Any]], *, max_payload_bytes: int = MAX_PAYLOAD_BYTES
+) -> list[Prepared]:
+    """`prepare` every event (errors name it `event[i]`), in one loop for speed.
+
+    The batch append spends most of its Python time here. An event whose fields are all of the
+    common kind (exact types, a known type name, printable ASCII texts, plain objects that
+    encode and decode back to themselves) passes `prepare`'s own tests inlined here, which
+    saves about 30% of it; any other event goes through `prepare` itself, so the
+    results and errors, and which event fails first, are exactly those of `prepare` on each.
+    """
+    out: list[Prepared] = []
+    append = out.append
+    good_types = _GOOD_TYPES
+    quick = _quick_object
+    sha = _sha256
+    for i, value in enumerate(events):
+        e = value
+        if type(e) is not Event:
+            try:
+                e = coerce_event(value)
+            except ValidationError:  # `prepare` raises it again, naming the event
+                append(prepare(value, where=f"event[{i}]", max_payload_bytes=max_payload_bytes))
+                continue
+        type_ = e.type
+        id_ = e.id
+        session = e.session_id
+        source = e.source
+        ts = e.ts_ms
+        payload = e.payload
+        meta = e.meta
+        if (
+            type(type_) is str
+            and type_ in good_types
+            and type(id_) is str
+            and type(session) is str
+            and type(source) is str
+            and 0 < len(id_) <= MAX_ID_LEN
+            and len(session) <= MAX_NAME_LEN
+            and len(source) <= MAX_NAME_LEN
+            and type(ts) is int
+            and 0 <= ts <= MAX_SAFE_INT
+            and type(payload) is dict
+            and type(meta) is dict
+        ):
+            joined = id_ + session + source
+            if joined.isascii() and joined.isprintable():
+                data = quick(payload, max_payload_bytes)
+                meta_bytes = quick(meta, max_payload_bytes) if meta else b"{}"
+                if data is not None and meta_bytes is not None:
+                    digest = sha(f"{type_}\x1f{session}\x1f{source}\x1f".encode() + data)
+                    append(Prepared(e, data.decode(), meta_bytes.decode(), digest.digest()))
+                    continue
+        append(prepare(e, where=f"event[{i}]", max_payload_bytes=max_payload_bytes))
+    return out

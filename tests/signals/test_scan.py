@@ -76,25 +76,62 @@ def test_two_processes_give_the_same_export_as_one(mixed_file, tmp_path, forkabl
     assert two_files == one_files
 
 
-def test_the_worker_is_used_only_when_asked_for(
-    mixed_file, tmp_path, monkeypatch, forkable
+@pytest.mark.parametrize(
+    ("jobs", "idle", "used"),
+    [
+        (None, False, False),  # auto, on a busy machine
+        (None, True, True),  # auto, with a core to spare
+        ("auto", True, True),
+        ("1", True, False),
+        ("x", True, False),  # not a number: the safe choice
+        ("2", False, True),
+    ],
+)
+def test_when_the_worker_is_used(
+    mixed_file, monkeypatch, forkable, jobs: str | None, idle: bool, used: bool
 ) -> None:
     monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(scan, "_scan_worker", _die)  # if it were used, it would die ...
+    monkeypatch.setattr(scan, "idle_core", lambda: idle)
+    monkeypatch.setattr(scan, "_scan_worker", _die)  # if it is used, it dies ...
     calls = []
     read = scan._read
     monkeypatch.setattr(scan, "_read", lambda *a: calls.append(a[1:3]) or read(*a))
-    for jobs in (None, "1", "x"):
-        if jobs is None:
-            monkeypatch.delenv("PLAUDIT_EXPORT_JOBS", raising=False)
-        else:
-            monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", jobs)
-        _export(mixed_file, None)
-    assert calls == []  # ... and the parent would read its half itself
-    monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", "2")
+    if jobs is None:
+        monkeypatch.delenv("PLAUDIT_EXPORT_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", jobs)
     _export(mixed_file, None)
-    [(start, end)] = calls
-    assert 0 < start < end == mixed_file.stat().st_size
+    if not used:
+        assert calls == []
+    else:  # ... and the parent reads the worker's half itself
+        [(start, end)] = calls
+        assert 0 < start < end == mixed_file.stat().st_size
+
+
+def test_small_files_are_read_in_one_process(mixed_file, monkeypatch, forkable) -> None:
+    monkeypatch.setattr(scan, "_scan_worker", _die)
+    monkeypatch.setattr(scan, "idle_core", lambda: True)
+    calls = []
+    read = scan._read
+    monkeypatch.setattr(scan, "_read", lambda *a: calls.append(a[1:3]) or read(*a))
+    monkeypatch.setenv("PLAUDIT_EXPORT_JOBS", "2")
+    assert mixed_file.stat().st_size < scan.PARALLEL_MIN_BYTES
+    _export(mixed_file, None)
+    assert calls == []
+
+
+def test_idle_core_reads_the_load_average(monkeypatch) -> None:
+    monkeypatch.setattr(scan.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(scan.os, "getloadavg", lambda: (0.4, 0.0, 0.0))
+    assert scan.idle_core()
+    monkeypatch.setattr(scan.os, "getloadavg", lambda: (1.7, 0.0, 0.0))
+    assert not scan.idle_core()
+
+    def unavailable() -> tuple[float, float, float]:
+        raise OSError("no load average")
+
+    monkeypatch.setattr(scan.os, "getloadavg", unavailable)
+    assert not scan.idle_core()
 
 
 def test_error_line_numbers_count_across_the_split(tmp_path, forkable) -> None:

@@ -230,8 +230,9 @@ def export(
 
     With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
     `parallel=True` reads a seq_mem file in two halves, one in a forked worker process; None
-    (the default) does so only when the environment sets PLAUDIT_EXPORT_JOBS=2, for a file of
-    32 MiB or more, on a multi-core machine, from a single-threaded process.
+    (the default) does so for a file of 32 MiB or more, from a single-threaded process, when
+    PLAUDIT_EXPORT_JOBS=2, or when it is unset (or `auto`) and the load average shows an idle
+    core; PLAUDIT_EXPORT_JOBS=1 keeps it in one process.
     """
     reward_map = check_options(
         split_by=split_by,

@@ -6,10 +6,11 @@ the bytes of its output row's first half (in one buffer per stretch of input). W
 keeps per decision is then one small tuple of interned strings and offsets into that buffer,
 instead of a dict of decoded values to re-encode.
 
-On request (PLAUDIT_EXPORT_JOBS=2, or `parallel=True`) a large seq_mem file is read in two byte
-ranges, the second one in a forked worker process, so two cores decode at once; the records are
-then folded in file order, as if read by one reader. It is off by default: it costs some extra
-CPU (handing the worker's records over) and only pays off when a core is idle.
+A large seq_mem file can be read in two byte ranges, the second one in a forked worker process,
+so two cores decode at once; the records are then folded in file order, as if read by one
+reader. It costs some extra CPU (handing the worker's records over) and only pays off when a
+core is idle, so by default it is used only when the load average says one is;
+PLAUDIT_EXPORT_JOBS=1 or 2 (or `parallel=False`/`True`) decides it outright.
 """
 
 from __future__ import annotations
@@ -505,12 +506,26 @@ def can_fork() -> bool:
     )
 
 
-def jobs_from_env() -> int:
-    """PLAUDIT_EXPORT_JOBS: 2 reads a large file with a worker process; 1 (the default) not."""
+def jobs_from_env() -> int | None:
+    """PLAUDIT_EXPORT_JOBS: 2 reads a large file with a worker process, 1 in one process;
+    unset, empty or `auto` gives None (decide by `idle_core`). Anything else counts as 1."""
+    raw = os.environ.get("PLAUDIT_EXPORT_JOBS", "").strip().lower()
+    if raw in ("", "auto"):
+        return None
     try:
-        return 2 if int(os.environ.get("PLAUDIT_EXPORT_JOBS", "1")) >= 2 else 1
+        return 2 if int(raw) >= 2 else 1
     except ValueError:
         return 1
+
+
+def idle_core() -> bool:
+    """Whether a second core looks free: the 1-minute load average leaves at least half a core
+    unused. A worker on a busy machine only adds the cost of handing its records over."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average (e.g. Windows): stay in one process
+        return False
+    return load < (os.cpu_count() or 1) - 0.5
 
 
 def _start_methods() -> list[str]:
@@ -532,7 +547,12 @@ def scan_file(
     """Scan `path` up to `size` bytes (what it held when the export started); one Scan per
     stretch, in file order. Lines appended meanwhile are left for the next export."""
     if parallel is None:
-        use_pool = jobs_from_env() > 1 and can_fork() and size >= PARALLEL_MIN_BYTES
+        jobs = jobs_from_env()
+        use_pool = (
+            size >= PARALLEL_MIN_BYTES
+            and (jobs == 2 or (jobs is None and idle_core()))
+            and can_fork()
+        )
     else:
         use_pool = parallel and "fork" in _start_methods()
     mid = _split_point(path, size) if use_pool else size

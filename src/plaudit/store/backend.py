@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
@@ -40,6 +40,8 @@ class Tx(ABC):
     dialect: Dialect
     #: What the driver raises when a unique index refuses a row.
     unique_violation: tuple[type[BaseException], ...] = ()
+    #: Turns bytes into the parameter the driver binds to a blob column fastest.
+    blob: Callable[[bytes], Any] = bytes
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...

@@ -7,6 +7,8 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
@@ -15,10 +17,23 @@ from plaudit.store.backend import Backend, Tx
 
 Durability = Literal["full", "normal"]
 
+#: Rows per multi-row INSERT (fewer where SQLite's bound-parameter limit is lower; it was 999
+#: before 3.32). 200-500 measured alike; 250 divides the usual batch of 1,000.
+ROWS_PER_INSERT = 250
+
+
+@lru_cache(maxsize=16)
+def _multi_insert_sql(table: str, columns: tuple[str, ...], rows: int) -> str:
+    one = "(" + ",".join("?" * len(columns)) + ")"
+    return f"INSERT INTO {table} ({','.join(columns)}) VALUES " + ",".join([one] * rows)
+
 
 class SqliteTx(Tx):
     dialect = "sqlite"
     unique_violation = (sqlite3.IntegrityError,)
+    # sqlite3 binds a bytearray directly; bytes first go through its adapter lookup, which
+    # costs ~0.4 us per value (two blobs per event row). The column stores the same BLOB.
+    blob = bytearray
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -28,6 +43,28 @@ class SqliteTx(Tx):
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, rows)
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
+        """Insert rows `ROWS_PER_INSERT` at a time in one multi-row INSERT, the rest one by one.
+
+        Per row, a multi-row statement saves executemany's statement reset and step (and the
+        GIL round trip around it): about 0.6 us of the ~3 us an event row costs. A failing
+        row fails its statement as a whole, which changes nothing: the caller undoes the batch.
+        """
+        n = len(rows)
+        limit = self.conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+        per = min(ROWS_PER_INSERT, limit // max(len(columns), 1))
+        whole = n - n % per if per > 1 else 0
+        if whole:
+            sql = _multi_insert_sql(table, tuple(columns), per)
+            execute = self.conn.execute
+            for i in range(0, whole, per):
+                execute(sql, list(chain.from_iterable(rows[i : i + per])))
+        if whole < n:
+            marks = ",".join("?" * len(columns))
+            self.conn.executemany(
+                f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows[whole:]
+            )
 
     def table_exists(self, name: str) -> bool:
         return (
