@@ -128,33 +128,41 @@ _decode_any = msgspec.json.Decoder().decode
 _ENCODE_ERRORS = (TypeError, msgspec.EncodeError, UnicodeEncodeError, OverflowError, RecursionError)
 
 
-def _encode_object(name: str, obj: dict[str, Any], where: str | None, *, from_json: bool) -> bytes:
-    """Canonical JSON of a payload or meta object, validated.
+def _plain_json(obj: dict[str, Any], *, from_json: bool = False) -> bytes | None:
+    """The canonical JSON of `obj` when checks in C are sure it is valid, else None.
 
-    Everything here runs in C for a valid object: encode, then one scan of the encoded bytes
-    bounds nesting depth and integer size (fewer than 65 brackets, in structure or in strings,
-    cannot nest deeper than 64; an integer beyond 2^53 needs 16 digits in a row). An object just
-    decoded from JSON text (the import) can hold nothing else; one built in Python must also
-    decode back to itself, which rules out NaN and infinities (encoded as null), non-string
-    keys and values JSON cannot carry (dates, bytes, ...). Only when one of these checks is not
-    sure is the object walked in Python (`_check_json`), which accepts tuples and enum members
-    and names the offending path otherwise.
+    Encode, then one scan of the encoded bytes bounds nesting depth and integer size (fewer
+    than 65 brackets, in structure or in strings, cannot nest deeper than 64; an integer beyond
+    2^53 needs 16 digits in a row). An object just decoded from JSON text (the import) can hold
+    nothing else; one built in Python must also decode back to itself, which rules out NaN and
+    infinities (encoded as null), non-string keys and values JSON cannot carry (dates,
+    bytes, ...).
     """
     try:
         data = _encoder.encode(obj)
     except _ENCODE_ERRORS:
-        data = None
-    if data is not None:
-        scan = data.translate(_SCAN)
-        if (
-            _LONG_DIGITS not in scan
-            and scan.count(b"[") <= MAX_DEPTH
-            and (from_json or _decode_any(data) == obj)
-        ):
-            return data
-    _check_json(obj, name, 0, where)
+        return None
+    scan = data.translate(_SCAN)
+    if (
+        _LONG_DIGITS not in scan
+        and scan.count(b"[") <= MAX_DEPTH
+        and (from_json or _decode_any(data) == obj)
+    ):
+        return data
+    return None
+
+
+def _encode_object(name: str, obj: dict[str, Any], where: str | None, *, from_json: bool) -> bytes:
+    """Canonical JSON of a payload or meta object, validated.
+
+    Everything runs in C for a valid object (`_plain_json`). Only when that is not sure is the
+    object walked in Python (`_check_json`), which accepts tuples and enum members and names
+    the offending path otherwise.
+    """
+    data = _plain_json(obj, from_json=from_json)
     if data is not None:
         return data
+    _check_json(obj, name, 0, where)
     try:
         return _encoder.encode(obj)
     except _ENCODE_ERRORS as exc:
@@ -336,26 +344,6 @@ def prepare(
     return Prepared(e, payload_bytes.decode(), meta_bytes.decode(), digest.digest())
 
 
-def _quick_object(obj: dict[str, Any], max_bytes: int) -> bytes | None:
-    """`_encode_object` for an ordinary object that passes: its bytes, or None when unsure.
-
-    None sends the event through `prepare`, which decides (and words any error) exactly.
-    """
-    try:
-        data = _encoder.encode(obj)
-    except _ENCODE_ERRORS:
-        return None
-    scan = data.translate(_SCAN)
-    if (
-        len(data) <= max_bytes
-        and _LONG_DIGITS not in scan
-        and scan.count(b"[") <= MAX_DEPTH
-        and _decode_any(data) == obj
-    ):
-        return data
-    return None
-
-
 def prepare_batch(
     events: Iterable[Event | Mapping[str, Any]], *, max_payload_bytes: int = MAX_PAYLOAD_BYTES
 ) -> list[Prepared]:
@@ -370,7 +358,7 @@ def prepare_batch(
     out: list[Prepared] = []
     append = out.append
     good_types = _GOOD_TYPES
-    quick = _quick_object
+    plain = _plain_json
     sha = _sha256
     for i, value in enumerate(events):
         e = value
@@ -403,9 +391,14 @@ def prepare_batch(
         ):
             joined = id_ + session + source
             if joined.isascii() and joined.isprintable():
-                data = quick(payload, max_payload_bytes)
-                meta_bytes = quick(meta, max_payload_bytes) if meta else b"{}"
-                if data is not None and meta_bytes is not None:
+                data = plain(payload)
+                meta_bytes = plain(meta) if meta else b"{}"
+                if (
+                    data is not None
+                    and meta_bytes is not None
+                    and len(data) <= max_payload_bytes
+                    and len(meta_bytes) <= max_payload_bytes
+                ):
                     digest = sha(f"{type_}\x1f{session}\x1f{source}\x1f".encode() + data)
                     append(Prepared(e, data.decode(), meta_bytes.decode(), digest.digest()))
                     continue
