@@ -331,7 +331,7 @@ class EventLog:
         seq: int,
         prev: bytes,
         on_conflict: OnConflict,
-        blob: Callable[[bytes], Any] = bytes,
+        blob: Callable[[bytes], Any],
     ) -> tuple[list[tuple[Any, ...]], list[StoredEvent], list[AppendResult], int, bytes]:
         """Number and hash the new events; sort out the ones already committed."""
         results: list[AppendResult] = []

@@ -61,10 +61,7 @@ class SqliteTx(Tx):
             for i in range(0, whole, per):
                 execute(sql, list(chain.from_iterable(rows[i : i + per])))
         if whole < n:
-            marks = ",".join("?" * len(columns))
-            self.conn.executemany(
-                f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows[whole:]
-            )
+            self.conn.executemany(_multi_insert_sql(table, tuple(columns), 1), rows[whole:])
 
     def table_exists(self, name: str) -> bool:
         return (
