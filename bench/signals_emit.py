@@ -5,7 +5,9 @@
 The reference emitter is `tools/router_signal_emit.py` in https://github.com/nikivdev/seq
 (fetch it yourself; nothing here downloads it). Every call is a new process, as from a hook;
 all write under one temp dir, with Python's bytecode cache on (as for an installed
-package). Reports the median and p90 of --runs calls per variant.
+package). Reports the median and p90 of --runs calls per variant. `--baseline-src DIR` adds
+this tree and another one (say, the previous commit's `src`), both run the same way, to
+measure a change's effect in one sitting.
 """
 
 from __future__ import annotations
@@ -32,10 +34,23 @@ def decision_args(i: int) -> list[str]:
     ]  # fmt: skip
 
 
+def from_src(src: str) -> list[str]:
+    """Run `plaudit` from the tree at `src` rather than the installed one."""
+    code = (
+        f"import sys; sys.path.insert(0, {src!r}); from plaudit.cli import main; sys.exit(main())"
+    )
+    return [sys.executable, "-c", code]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--reference", help="path to router_signal_emit.py")
+    ap.add_argument(
+        "--baseline-src",
+        help="also time another plaudit tree's `src` directory (e.g. from `git worktree add`), "
+        "beside this one, both started as `python -c` with their `src` first on sys.path",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="plaudit-bench-emit-"))
@@ -50,6 +65,13 @@ def main() -> int:
             *decision_args(i),
         ],
     }  # fmt: skip
+    if args.baseline_src:
+        here = str(Path(__file__).resolve().parent.parent / "src")
+        for tag, src in (("this", here), ("baseline", args.baseline_src)):
+            variants[f"plaudit (log + seq_mem), {tag} tree, via -c"] = lambda i, s=src, t=tag: [
+                *from_src(s), "--db", str(work / f"{t}.db"), "signal", "emit",
+                "--seq-mem", str(work / f"{t}.jsonl"), *decision_args(i),
+            ]  # fmt: skip
     if args.reference:
         variants["reference"] = lambda i: [
             sys.executable, args.reference, "--seq-mem", str(work / "r.jsonl"), *decision_args(i),

@@ -125,6 +125,19 @@ def test_durability_settings(tmp_path: Path) -> None:
         Plaudit.open(tmp_path / "x.db", durability="sometimes")
 
 
+def test_sqlite_path_parents_created_and_empty_path_refused(tmp_path: Path) -> None:
+    from plaudit.store.sqlite import SqliteBackend
+
+    nested = tmp_path / "a" / "b" / "p.db"
+    with Plaudit.open(nested) as p:
+        p.log.append(ev(1))
+        assert isinstance(p.backend, SqliteBackend)
+        assert p.backend.path == nested and p.backend.url == str(nested)
+    assert nested.exists()
+    with pytest.raises(ConfigError, match="path is empty"):
+        SqliteBackend("")
+
+
 def test_reopen_sees_the_same_log(db_url: str) -> None:
     with Plaudit.open(db_url) as p:
         p.log.append_batch([ev(i) for i in range(5)])

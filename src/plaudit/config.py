@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from plaudit.errors import ConfigError
 from plaudit.store.backend import Backend
 
-DEFAULT_DB = Path(".plaudit") / "plaudit.db"
+DEFAULT_DB = os.path.join(".plaudit", "plaudit.db")
 ENV_DB = "PLAUDIT_DB"
 
 
 def resolve_db(db: str | os.PathLike[str] | None) -> str:
     if db is None or str(db) == "":
-        db = os.environ.get(ENV_DB) or str(DEFAULT_DB)
+        db = os.environ.get(ENV_DB) or DEFAULT_DB
     return str(db)
 
 
@@ -25,6 +23,9 @@ def is_postgres(url: str) -> bool:
 
 def split_schema(dsn: str) -> tuple[str, str | None]:
     """plaudit accepts `?schema=NAME` on a DSN; libpq does not, so take it off."""
+    # Imported here: urllib.parse (with pathlib) cost a shell hook's SQLite emit ~3 ms.
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
     parts = urlsplit(dsn)
     query = parse_qsl(parts.query, keep_blank_values=True)
     schema = next((v for k, v in query if k == "schema"), None)

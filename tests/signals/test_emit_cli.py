@@ -184,6 +184,8 @@ def test_help_works() -> None:
 
 
 HEAVY = ("click", "numpy", "rich", "pydantic", "pyarrow", "fastapi", "psycopg")
+# Standard-library or helper modules the hook path does without (each costs 1 to 8 ms).
+SLOW = ("typing_extensions", "inspect", "shutil", "pathlib", "urllib", "dataclasses")
 
 
 def test_fast_path_does_not_import_heavy_modules(tmp_path) -> None:
@@ -191,7 +193,7 @@ def test_fast_path_does_not_import_heavy_modules(tmp_path) -> None:
         "import sys\n"
         "from plaudit.cli import main\n"
         "rc = main(sys.argv[1:])\n"
-        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY + SLOW!r})\n"
         "print('HEAVY=' + ','.join(heavy))\n"
         "sys.exit(rc)\n"
     )
@@ -291,3 +293,39 @@ def test_kill_9_emitters_leave_only_whole_rows(tmp_path, sqlite_url) -> None:
         assert p.log.verify().ok
         in_log = {e.payload["decision_id"] for e in p.log.replay()}
     assert acknowledged <= in_log
+
+
+def test_import_without_blocks_then_restores(tmp_path) -> None:
+    """The hook imports plaudit.core with typing_extensions blocked; later imports still work,
+    and a module that truly needs the blocked one is imported normally instead."""
+    (tmp_path / "needs_it.py").write_text("import typing_extensions\nVALUE = 1\n")
+    (tmp_path / "fine.py").write_text("import json\nVALUE = 2\n")
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from plaudit.signals.emit_cli import import_without\n"
+        "assert import_without('fine', 'typing_extensions').VALUE == 2\n"
+        "assert 'typing_extensions' not in sys.modules\n"
+        "assert import_without('needs_it', 'typing_extensions').VALUE == 1\n"
+        "assert sys.modules['typing_extensions'] is not None\n"
+        "import typing_extensions\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stdout + r.stderr
+
+
+def test_import_without_reraises_other_import_errors(tmp_path) -> None:
+    (tmp_path / "broken.py").write_text("import no_such_module_plaudit\n")
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "from plaudit.signals.emit_cli import import_without\n"
+        "try:\n"
+        "    import_without('broken', 'typing_extensions')\n"
+        "except ModuleNotFoundError as exc:\n"
+        "    print(exc.name)\n"
+        "print('typing_extensions' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout == "no_such_module_plaudit\nFalse\n", r.stdout + r.stderr

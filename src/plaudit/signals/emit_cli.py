@@ -23,8 +23,32 @@ if TYPE_CHECKING:
 USAGE_EXIT = 2
 
 
+def _columns() -> int:
+    """What `shutil.get_terminal_size` would say, without importing shutil (with bz2, lzma
+    and fnmatch), which argparse's default formatter does for every parser it builds."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        if kwargs.get("width") is None:
+            kwargs["width"] = _columns() - 2
+        super().__init__(prog, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports `error: ...` on one line, like the rest of the CLI."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message} (in `{self.prog}`; see --help)\n")
@@ -168,7 +192,7 @@ def run(argv: Sequence[str]) -> int:
     if args.no_log:
         result = record(None, emission, seq_mem=args.seq_mem)
     else:
-        from plaudit.core import Plaudit
+        Plaudit = _import_plaudit()
 
         with Plaudit.open(args.db) as p:
             result = record(p, emission, seq_mem=args.seq_mem)
@@ -179,6 +203,33 @@ def run(argv: Sequence[str]) -> int:
         line += " (already recorded)"
     print(line)
     return 0
+
+
+def import_without(module: str, blocked: str) -> Any:
+    """Import `module` while `blocked` cannot be imported, unless something needs it.
+
+    msgspec imports typing_extensions when it can (and with it `inspect`): about 8 ms of a
+    shell hook's ~60 ms, for typing features the hook never uses. Without it, msgspec falls
+    back to the standard `typing`. Should anything on the way really need the blocked module,
+    the import is simply repeated normally; and it is importable again afterwards either way.
+    """
+    import importlib
+
+    if blocked in sys.modules:
+        return importlib.import_module(module)
+    sys.modules[blocked] = None  # type: ignore[assignment]  # makes `import blocked` fail
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        del sys.modules[blocked]
+        return importlib.import_module(module)
+    finally:
+        if sys.modules.get(blocked, 0) is None:
+            del sys.modules[blocked]
+
+
+def _import_plaudit() -> Any:
+    return import_without("plaudit.core", "typing_extensions").Plaudit
 
 
 def main(args: Sequence[str]) -> int:

@@ -14,7 +14,6 @@ import json
 import sqlite3
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 #: Hash that position 0 chains from; a constant so every empty log has the same head.
@@ -68,6 +67,8 @@ def check_rows(
 
 def sqlite_range(path: str, lo: int, hi: int, chunk: int = 4096) -> RangeResult:
     """Check positions lo..hi of a SQLite log file, from its own read-only connection."""
+    from pathlib import Path  # here: the shell hook's import path never needs it
+
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=60.0)
     try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
@@ -44,11 +43,14 @@ class Projection(Protocol):
         """Fold committed events, in log order, into the tables. Must be deterministic."""
 
 
-@dataclass
 class _Entry:
-    name: str
-    prefixes: tuple[str, ...]
-    target: str | Projection
+    # A plain class, not a dataclass: importing dataclasses costs every shell hook ~1 ms.
+    __slots__ = ("name", "prefixes", "target")
+
+    def __init__(self, name: str, prefixes: tuple[str, ...], target: str | Projection) -> None:
+        self.name = name
+        self.prefixes = prefixes
+        self.target = target
 
     def load(self) -> Projection:
         if isinstance(self.target, str):

@@ -9,11 +9,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from itertools import chain
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from plaudit.errors import BackendUnavailableError, ConfigError
 from plaudit.store.backend import Backend, Tx
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 Durability = Literal["full", "normal"]
 
@@ -77,8 +79,10 @@ class SqliteBackend(Backend):
 
     def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "full") -> None:
         super().__init__()
-        self.path = Path(path)
-        self.url = str(self.path)
+        # A str inside: pathlib costs a shell hook's `signal emit` ~3 ms to import.
+        self.url = os.fspath(path)
+        if not self.url:  # sqlite3 would quietly open a temporary database
+            raise ConfigError("the SQLite database path is empty")
         self._write_turn = threading.RLock()
         if durability not in ("full", "normal"):
             raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
@@ -86,12 +90,20 @@ class SqliteBackend(Backend):
         # NORMAL survives a killed process but may lose the last commits on power loss.
         self.synchronous = "FULL" if durability == "full" else "NORMAL"
 
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.url)
+
     def _connect(self) -> sqlite3.Connection:
-        if str(self.path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.url != ":memory:":
+            parent = os.path.dirname(self.url)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
         try:
             conn = sqlite3.connect(
-                str(self.path), isolation_level=None, timeout=60.0, check_same_thread=False
+                self.url, isolation_level=None, timeout=60.0, check_same_thread=False
             )
             # Takes effect only when the file is created: events are ~0.5 KB rows, and 8 KiB
             # pages cut B-tree work per insert and per verify scan (see docs/benchmarks.md).
@@ -103,7 +115,7 @@ class SqliteBackend(Backend):
             conn.execute("PRAGMA temp_store=MEMORY")
         except sqlite3.DatabaseError as exc:
             raise BackendUnavailableError(
-                f"cannot open SQLite database {self.path}: {exc}"
+                f"cannot open SQLite database {self.url}: {exc}"
             ) from None
         return conn
 
