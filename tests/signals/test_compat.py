@@ -8,8 +8,12 @@ subjects, string timestamps, unreadable subjects, repeated ids, orphan outcomes,
 from __future__ import annotations
 
 import json
+import math
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from plaudit.signals.export import export
 
@@ -88,3 +92,129 @@ def test_reference_row_fields_present(tmp_path) -> None:
         "reward", "dedupe_id",
     ]  # fmt: skip
     assert list(row)[: len(reference_fields)] == reference_fields
+
+
+def _refuse(constant: str) -> None:
+    pytest.fail(f"{constant} written to an output row")
+
+
+def test_lines_only_pythons_json_reads_count_as_in_the_reference(tmp_path) -> None:
+    """NaN, Infinity, non-UTF-8 bytes, lone surrogates, a form feed: the reference reads these
+    lines with Python's json, so they are events there, and must be here; every row written
+    is still valid JSON."""
+    expected = EXPECTED["lenient"]
+    summary = export(seq_mem=DATA / "lenient.jsonl", output_dir=tmp_path, max_age_hours=BIG_AGE)
+    assert {k: summary["counts"][k] for k in REFERENCE_COUNTS} == expected["counts"]
+    assert {k: summary["quality"][k] for k in expected["quality"]} == expected["quality"]
+    assert summary["distributions"] == expected["distributions"]
+    rows = {}
+    for split in ("train", "val", "test"):
+        text = (tmp_path / f"{split}.jsonl").read_bytes().decode("utf-8")  # strict UTF-8
+        for line in text.splitlines():
+            row = json.loads(line, parse_constant=_refuse)
+            row["split"] = split
+            row["history"] = [h["decision_id"] for h in row["event_history"]]
+            rows[row["id"]] = row
+    assert rows.keys() == expected["rows"].keys()
+    for decision_id, want in expected["rows"].items():
+        assert {k: rows[decision_id][k] for k in want} == want, decision_id
+    # Where the reference would write what JSON cannot hold, plaudit writes null or U+FFFD.
+    assert rows["l-nan"]["confidence"] == 0.0
+    assert rows["l-inf"]["context"] == {"load": None}
+    assert rows["l-latin1"]["user_intent"] == "caf\ufffd"
+    assert rows["l-sur"]["user_intent"] == "\ufffd"
+    assert rows["l-sur-row"]["session_id"] == "s-\ufffd"
+
+
+def test_lenient_lines_read_alike_by_one_or_two_processes(tmp_path) -> None:
+    """The worker process reads the second half of a file with the same fallback."""
+    src = tmp_path / "in.jsonl"
+    lines = (DATA / "lenient.jsonl").read_bytes()
+    src.write_bytes((DATA / "compat.jsonl").read_bytes() + lines)
+    one = export(seq_mem=src, output_dir=tmp_path / "one", max_age_hours=BIG_AGE, parallel=False)
+    two = export(seq_mem=src, output_dir=tmp_path / "two", max_age_hours=BIG_AGE, parallel=True)
+    assert one["counts"] == two["counts"]
+    for split in ("train", "val", "test"):
+        a = (tmp_path / "one" / f"{split}.jsonl").read_bytes()
+        assert a == (tmp_path / "two" / f"{split}.jsonl").read_bytes()
+
+
+def _reference_reading(lines: list[bytes]) -> dict[str, int]:
+    """How the reference reads lines into decisions and outcomes, re-stated for a model:
+    bytes decoded with replacement, stripped, Python's json, last one wins per id."""
+    decisions: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
+    repeats = {"decision": 0, "outcome": 0}
+    for line in lines:
+        text = line.decode("utf-8", "replace").strip()
+        if not text:
+            continue
+        row = json.loads(text)
+        subject = row.get("subject")
+        if isinstance(subject, str):
+            try:
+                subject = json.loads(subject)
+            except json.JSONDecodeError:
+                subject = {}
+        if not isinstance(subject, dict):
+            subject = {}
+        did = str(subject.get("decision_id") or "")
+        if not did:
+            continue
+        kind = {"flow.router.decision.v1": "decision", "flow.router.outcome.v1": "outcome"}
+        seen = {"decision": decisions, "outcome": outcomes}.get(kind.get(row["name"], ""))
+        if seen is not None:
+            repeats[kind[row["name"]]] += did in seen
+            seen[did] = 1
+    return {
+        "decisions": len(decisions),
+        "outcomes": len(outcomes),
+        "duplicate_decision_ids": repeats["decision"],
+        "duplicate_outcome_ids": repeats["outcome"],
+    }
+
+
+# Text with lone surrogates (json writes them as \\udXXX escapes) and floats with NaN and
+# infinities: all of which Python's json reads back and strict JSON refuses.
+_codepoint = st.one_of(
+    st.integers(0xD800, 0xDFFF), st.sampled_from([0, 0x20, 0x61, 0xE9]), st.integers(0, 0x10FFFF)
+)
+_text = st.lists(_codepoint, max_size=6).map(lambda cps: "".join(map(chr, cps)))
+# Decision ids without lone surrogates: the reference cannot hash those (it stops with a
+# UnicodeEncodeError), and plaudit writes U+FFFD for them, which can merge two such ids.
+_id = st.one_of(st.sampled_from(["a", "b", "c"]), _text.filter(str.isprintable), st.floats())
+_value = st.one_of(st.none(), st.booleans(), st.floats(), st.integers(), _text)
+
+
+@st.composite
+def _lenient_event(draw: Any) -> bytes:
+    name = draw(st.sampled_from(["flow.router.decision.v1", "flow.router.outcome.v1"]))
+    did = draw(_id)
+    subject = {"decision_id": did, "chosen_task": "t", "outcome": "success"}
+    subject["user_intent"] = draw(_value)
+    subject["context"] = {"k": draw(_value)}
+    row = {"name": name, "ts_ms": 1_780_000_000_000, "session_id": draw(_text)}
+    row["subject"] = json.dumps(subject)
+    line = json.dumps(row).encode()
+    if draw(st.booleans()):  # a byte that is not UTF-8, where the reference replaces it
+        line = line.replace(b'"t"', b'"t\xe9"', 1)
+    if draw(st.booleans()):
+        line = b"\x0c " + line
+    return line
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(_lenient_event(), min_size=1, max_size=12))
+def test_any_line_pythons_json_reads_is_read_as_the_reference_reads_it(tmp_path, lines) -> None:
+    path = tmp_path / "lenient.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    summary = export(seq_mem=path, output_dir=tmp_path / "out", max_age_hours=BIG_AGE)
+    want = _reference_reading(lines)
+    assert {k: summary["counts"][k] for k in want} == want
+    assert summary["counts"]["parse_errors"] == 0
+    for split in ("train", "val", "test"):
+        for line in (tmp_path / "out" / f"{split}.jsonl").read_bytes().decode().splitlines():
+            row = json.loads(line, parse_constant=_refuse)
+            assert math.isfinite(row["confidence"])

@@ -6,6 +6,12 @@ the bytes of its output row's first half (in one buffer per stretch of input). W
 keeps per decision is then one small tuple of interned strings and offsets into that buffer,
 instead of a dict of decoded values to re-encode.
 
+msgspec reads strict JSON. A line or subject it refuses is read again as the reference reads
+it (bytes that are not UTF-8 replaced, then Python's `json`, which also takes NaN, Infinity
+and lone surrogates), so the same input gives the same counts; only what that refuses too is
+a parse error. Values JSON cannot hold are written as `null` (NaN, Infinity) or U+FFFD (a lone
+surrogate), so every output row stays valid JSON.
+
 A large seq_mem file can be read in two byte ranges, the second one in a forked worker process,
 so two cores decode at once; the records are then folded in file order, as if read by one
 reader. It costs some extra CPU (handing the worker's records over) and only pays off when a
@@ -16,6 +22,7 @@ PLAUDIT_EXPORT_JOBS=1 or 2 (or `parallel=False`/`True`) decides it outright.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -228,7 +235,7 @@ class Scanner:
         if pending is None:
             self.out.other_events += 1
             return
-        if type(subject) is not str:
+        if type(subject) is not str and type(subject) is not dict:
             subject = _subject_text(subject)
         meta, texts = pending
         meta.append((ts_ms, row_session))
@@ -248,14 +255,13 @@ class Scanner:
         # One decode per subject: decoding a batch as one JSON array would be a little faster,
         # but crafted bad subjects could then pair up into valid-looking ones.
         one = _SUBJECT_DECODERS[name]
-        empty = _EMPTY[name]
         heads: list[Any] = []
         append = heads.append
         for text in texts:
             try:
                 append(one(text))
-            except msgspec.DecodeError:
-                append(empty)  # like the reference, an unreadable subject is {}
+            except (msgspec.DecodeError, UnicodeError, TypeError):
+                append(_lenient_subject(name, text))
         if name == DECISION:
             self._decisions(meta, heads)
         elif name == OUTCOME:
@@ -379,9 +385,9 @@ class Scanner:
         for i, line in enumerate(lines, base + 1):
             try:
                 row = decode(line)
-            except msgspec.DecodeError as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
                 if line.strip():
-                    self.error(i, str(exc))
+                    self._lenient_line(i, line, exc)
                 continue
             ts = row.ts_ms
             if type(ts) is not int:
@@ -400,7 +406,7 @@ class Scanner:
                 other += 1
                 continue
             subject = row.subject
-            if type(subject) is not str:
+            if type(subject) is not str and type(subject) is not dict:
                 subject = _subject_text(subject)
             session = row.session_id
             meta, texts = batch
@@ -411,6 +417,37 @@ class Scanner:
         out.skipped_old += old
         out.other_events += other
         self.out.events += events
+
+    def _lenient_line(self, line_no: int, line: bytes, exc: Exception) -> None:
+        """A line msgspec refused, read as the reference reads it; if that fails too, it is
+        a parse error (with msgspec's reason, which says where)."""
+        try:
+            row = json.loads(line.decode("utf-8", "replace").strip())
+        except (ValueError, RecursionError):
+            self.error(line_no, str(exc))
+            return
+        if type(row) is not dict:
+            self.error(line_no, str(exc))
+            return
+        try:
+            ts = _ts(row.get("ts_ms"))
+        except (ValueError, TypeError, OverflowError) as ts_exc:
+            self.error(line_no, str(ts_exc) or type(ts_exc).__name__)
+            return
+        self.out.events += 1
+        name = row.get("name")
+        session = _json_safe(row.get("session_id"))
+        subject = row.get("subject")
+        if type(subject) is str:
+            subject = _json_safe(subject)
+        elif type(subject) is not dict:  # a dict goes as it is: `_lenient_subject` reads it
+            subject = "{}"
+        self.event(
+            name if type(name) is str else "",
+            ts,
+            session if type(session) is str else _s(session),
+            subject,
+        )
 
     def read_range(
         self, path: str, start: int, end: int, progress: Any = None, scale: float = 1.0
@@ -468,13 +505,67 @@ class Scanner:
 
 
 def _subject_text(subject: Any) -> str:
-    """A subject given as an object is used as it is; any other non-string value is `{}`, as
-    in the reference."""
-    if type(subject) is dict:
-        return _encode(subject).decode()
+    """A subject that is neither text nor an object (which `_lenient_subject` reads as it is)
+    is `{}`, as in the reference; bytes are taken as text."""
     if type(subject) is bytes:
         return subject.decode("utf-8", "replace")
     return "{}"
+
+
+def _json_safe(value: Any) -> Any:
+    """`value` with what JSON text cannot hold replaced: NaN and infinities by None, lone
+    surrogates (which Python's json lets through from `\\ud800` escapes) by U+FFFD."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii():
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if kind is float:
+        return value if isfinite(value) else None
+    if kind is dict:
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+    if kind is list:
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _raw_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in msgspec.structs.fields(cls) if f.type is msgspec.Raw)
+
+
+_RAW_FIELDS = {name: _raw_fields(type(empty)) for name, empty in _EMPTY.items()}
+
+
+def _lenient_subject(name: str, subject: Any) -> Any:
+    """A subject msgspec refused, read as the reference reads it: Python's json, and `{}`
+    when that fails too or gives something other than an object.
+
+    Fields kept as raw JSON are re-encoded from the decoded value, made JSON-safe; the others
+    keep their Python value, so a NaN decision id becomes "nan" as `str()` makes it there.
+    """
+    empty = _EMPTY[name]
+    if type(subject) is not dict:
+        try:
+            subject = json.loads(subject)
+        except (ValueError, TypeError, RecursionError):
+            return empty
+        if type(subject) is not dict:
+            return empty
+    raw = _RAW_FIELDS[name]
+    values: dict[str, Any] = {}
+    for key in empty.__struct_fields__:
+        if key not in subject:
+            continue
+        value = subject[key]
+        if key in raw:
+            try:
+                value = msgspec.Raw(_encode(_json_safe(value)))
+            except (TypeError, ValueError, OverflowError, RecursionError, msgspec.EncodeError):
+                value = _NULL
+        elif type(value) is str:
+            value = _json_safe(value)
+        values[key] = value
+    return type(empty)(**values)
 
 
 def _read(path: str, start: int, end: int, now_ms: int, max_age_ms: int, seed: int) -> Scan:

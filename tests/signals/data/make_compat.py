@@ -6,6 +6,12 @@
 
 then copy the reference summary's counts, quality, distributions into compat_expected.json.
 (router_signal_export.py is the reference tool from github.com/nikivdev/seq, tools/.)
+
+    python tests/signals/data/make_compat.py --lenient > tests/signals/data/lenient.jsonl
+
+writes the lines that strict JSON refuses but the reference reads (NaN, Infinity, bytes that
+are not UTF-8, lone surrogates, a form feed before the object); its expected figures, from the
+reference in the same way, are under "lenient" in compat_expected.json.
 """
 
 from __future__ import annotations
@@ -64,7 +70,55 @@ def edge_rows() -> list[str]:
     ]
 
 
+def lenient_lines() -> list[bytes]:
+    """Lines Python's json (and so the reference) reads but strict JSON parsers refuse."""
+    dec = "flow.router.decision.v1"
+    out = "flow.router.outcome.v1"
+    ts = START + 7_000_000
+
+    def line(name: str, subject: dict[str, object], session: str = "s-l", **extra: object) -> str:
+        row = {"ts_ms": ts, "session_id": session, "name": name, "ok": True, **extra}
+        if name == dec:
+            subject = {"user_intent": f"intent for {subject['decision_id']}", **subject}
+        row["subject"] = json.dumps(subject)  # NaN and Infinity as Python's json writes them
+        return json.dumps(row)
+
+    def outcome(did: str, result: str = "success") -> bytes:
+        return line(out, {"decision_id": did, "outcome": result, "task_executed": "t"}).encode()
+
+    # Each decision's intent differs, so no two rows share content (plaudit drops such rows).
+    base = {"chosen_task": "ai:flow/test"}
+    return [
+        # NaN and infinities inside the subject, and in the outer row
+        line(dec, {"decision_id": "l-nan", **base, "confidence": float("nan")}).encode(),
+        outcome("l-nan"),
+        line(dec, {"decision_id": "l-inf", **base, "context": {"load": float("inf")}}).encode(),
+        outcome("l-inf", "partial"),
+        line(dec, {"decision_id": "l-outer", **base}, dur_us=float("-inf")).encode(),
+        outcome("l-outer", "failure"),
+        # a decision id and an outcome given as NaN: the reference makes them "nan"
+        line(dec, {"decision_id": float("nan"), **base}).encode(),
+        outcome("nan", float("nan")),  # type: ignore[arg-type]
+        # a byte that is not UTF-8 inside the subject (the reference replaces it)
+        line(dec, {"decision_id": "l-latin1", **base, "user_intent": "caf\u00e9"})
+        .encode()
+        .replace(b"caf\\\\u00e9", b"caf\xe9"),
+        outcome("l-latin1"),
+        # a lone surrogate escape in the subject, and one in the outer row's session
+        line(dec, {"decision_id": "l-sur", **base, "user_intent": "\ud800"}).encode(),
+        outcome("l-sur"),
+        line(dec, {"decision_id": "l-sur-row", **base}, session="s-\ud800").encode(),
+        outcome("l-sur-row", "wasted"),
+        # a form feed before the object (the reference strips it)
+        b"\x0c" + line(dec, {"decision_id": "l-ff", **base}).encode(),
+        outcome("l-ff"),
+    ]
+
+
 def main() -> None:
+    if "--lenient" in sys.argv[1:]:
+        sys.stdout.buffer.write(b"\n".join(lenient_lines()) + b"\n")
+        return
     lines = [
         json.dumps(r, ensure_ascii=True, sort_keys=True)
         for r in synth.rows(
