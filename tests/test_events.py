@@ -81,6 +81,10 @@ BAD = [
     ({"payload": nested(100_000)}, "payload", "nested deeper"),
     ({"payload": {"x": "y" * MAX_PAYLOAD_BYTES}}, "payload", "byte limit"),
     ({"meta": {"x": math.nan}}, "meta.x", "not valid JSON"),
+    ({"payload": {"x": "caf\udce9"}}, "payload.x", "lone surrogate"),
+    ({"payload": {"x": ["ok", "\ud800"]}}, "payload.x[1]", "lone surrogate"),
+    ({"payload": {"x": {"k\udfff": 1}}}, "payload.x", "lone surrogate"),
+    ({"meta": {"x": "\udc80"}}, "meta.x", "lone surrogate"),
     ({"meta": "m"}, "meta", "must be an object"),
     ({"colour": "red"}, "colour", "unknown field"),
 ]

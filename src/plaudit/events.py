@@ -29,6 +29,7 @@ MAX_SAFE_INT = 2**53 - 1
 TYPE_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
 # Control characters, and lone surrogates (str that cannot be encoded as UTF-8).
 _BAD_TEXT_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")  # e.g. from argv bytes that are not UTF-8
 
 SEP = "\x1f"  # unit separator: cannot occur in validated text fields or in encoded JSON
 
@@ -79,12 +80,21 @@ def _check_text(field: str, value: Any, *, max_len: int, allow_empty: bool, wher
     return value
 
 
+_SURROGATE_MESSAGE = (
+    "is not valid Unicode text (a lone surrogate, e.g. from bytes that are not UTF-8)"
+)
+
+
 def _check_json(value: Any, path: str, depth: int, where: str | None) -> None:
     """Reject what JSON cannot carry faithfully (NaN, non-string keys, sets, ...)."""
     if depth > MAX_DEPTH:
         raise ValidationError(path, f"nested deeper than {MAX_DEPTH} levels", where=where)
     t = type(value)
-    if t is str or t is bool or value is None:
+    if t is str:
+        if not value.isascii() and _SURROGATE_RE.search(value):
+            raise ValidationError(path, _SURROGATE_MESSAGE, where=where)
+        return
+    if t is bool or value is None:
         return
     if t is int:
         if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
@@ -98,6 +108,8 @@ def _check_json(value: Any, path: str, depth: int, where: str | None) -> None:
         for k, v in value.items():
             if type(k) is not str:
                 raise ValidationError(path, f"object key {k!r} must be a string", where=where)
+            if not k.isascii() and _SURROGATE_RE.search(k):
+                raise ValidationError(path, f"an object key {_SURROGATE_MESSAGE}", where=where)
             _check_json(v, f"{path}.{k}", depth + 1, where)
         return
     if t is list or t is tuple:
@@ -108,7 +120,10 @@ def _check_json(value: Any, path: str, depth: int, where: str | None) -> None:
         if not math.isfinite(value):
             raise ValidationError(path, f"{value!r} is not valid JSON", where=where)
         return
-    if isinstance(value, bool | str):
+    if isinstance(value, str):
+        _check_json(str(value), path, depth, where)
+        return
+    if isinstance(value, bool):
         return
     if isinstance(value, int):
         if not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:

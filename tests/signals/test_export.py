@@ -338,3 +338,20 @@ def test_bad_options_are_named(tmp_path, seq_mem_file) -> None:
     blocker.write_text("not a dir")
     with pytest.raises(ValidationError, match="output_dir"):
         export(seq_mem=seq_mem_file, output_dir=blocker / "sub")
+
+
+def test_a_huge_history_size_costs_no_more_than_the_longest_session(tmp_path) -> None:
+    """The history window is bounded by the data, not by the option: 10**18 must not try to
+    allocate 10**18 of anything (it once did, and the process was killed for memory)."""
+    rows = []
+    for i in range(4):
+        rows += [
+            dec(f"h{i}", ts=T0 + i * 100, user_intent=f"i{i}"),
+            out(f"h{i}", ts=T0 + i * 100 + 1),
+        ]
+    (tmp_path / "huge").mkdir()
+    (tmp_path / "exact").mkdir()
+    _, huge = run(tmp_path / "huge", rows, history_size=10**18)
+    _, exact = run(tmp_path / "exact", rows, history_size=3)
+    assert [r["event_history"] for r in huge] == [r["event_history"] for r in exact]
+    assert [len(r["event_history"]) for r in huge] == [0, 1, 2, 3]

@@ -289,7 +289,9 @@ def joined_rows(
     position: dict[str, int] = {}
     past: dict[str, list[bytes]] = {}
     want_history = full and k > 0
+    longest = 0
     for session, tl in timelines.items():
+        longest = max(longest, len(tl))
         tl.sort()
         for i, item in enumerate(tl):
             position[item[2]] = i
@@ -298,7 +300,8 @@ def joined_rows(
     del timelines
     order.sort()
 
-    t_minus = [b'{"t_minus":%d,' % i for i in range(k + 1)]
+    # Bounded by the longest session too: `--history-size 10**20` must not allocate 10**20.
+    t_minus = [b'{"t_minus":%d,' % i for i in range(min(k, longest) + 1)]
     seen: set[bytes] = set()
     total = len(order)
     sha256 = hashlib.sha256
