@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpx2
 
 REPO = Path(__file__).resolve().parent.parent
 CLIENTS = 8
@@ -112,9 +112,9 @@ class Serve:
             if self.proc.poll() is not None:
                 raise SystemExit(f"plaudit serve exited:\n{self.output()}")
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                if httpx2.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
                     return
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 time.sleep(0.1)
         self.stop()
         raise SystemExit("plaudit serve did not start within 30 s")
@@ -142,11 +142,11 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
     errors: collections.Counter[str] = collections.Counter()
     # Several small clients rather than one big one: httpx's pool does work proportional to
     # its queue for every request, so one pool with a backlog becomes the bottleneck itself.
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+    limits = httpx2.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     async with contextlib.AsyncExitStack() as stack:
         clients = [
             await stack.enter_async_context(
-                httpx.AsyncClient(base_url=url, limits=limits, timeout=10)
+                httpx2.AsyncClient(base_url=url, limits=limits, timeout=10)
             )
             for _ in range(CLIENTS)
         ]
@@ -176,7 +176,7 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
             sent = time.perf_counter()
             try:
                 resp = await clients[i % CLIENTS].post(f"/v1/bandit/{kind}", json=body)
-            except httpx.HTTPError as exc:
+            except httpx2.HTTPError as exc:
                 errors[f"{kind}: {type(exc).__name__}"] += 1
                 return
             done = time.perf_counter()

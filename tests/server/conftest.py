@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from plaudit import Plaudit
@@ -61,9 +61,9 @@ class Server:
                 out = self.read_output()
                 raise RuntimeError(f"plaudit serve exited with {self.proc.returncode}: {out}")
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                if httpx2.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
                     return
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("plaudit serve did not answer within 30 s")

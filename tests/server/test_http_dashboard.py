@@ -9,7 +9,7 @@ import time
 import warnings
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 from http_seed import seed
 
@@ -93,7 +93,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=5_000)
             assert "context=repo-a" in page.url
 
-            r = httpx.post(
+            r = httpx2.post(
                 f"{srv.url}/v1/ledger/record",
                 json={"category": "validation_failure", "action": "broke the build"},
             )

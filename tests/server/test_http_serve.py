@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import pytest
 
 from plaudit import Plaudit
@@ -55,28 +55,28 @@ def test_rejects_a_malformed_cors_origin(tmp_path: Path, capsys) -> None:
 def test_token_from_the_environment_guards_writes(serve_factory, sqlite_url: str) -> None:
     srv = serve_factory(sqlite_url, env={"PLAUDIT_TOKEN": "tok-123"})
     event = {"type": "test.thing.v1", "payload": {}}
-    assert httpx.post(f"{srv.url}/v1/log/append", json=event).status_code == 401
-    ok = httpx.post(
+    assert httpx2.post(f"{srv.url}/v1/log/append", json=event).status_code == 401
+    ok = httpx2.post(
         f"{srv.url}/v1/log/append", json=event, headers={"Authorization": "Bearer tok-123"}
     )
     assert ok.status_code == 200
     # A loopback server refuses Host names it does not answer to (DNS rebinding).
-    rebound = httpx.get(f"{srv.url}/v1/log/head", headers={"Host": "evil.example"})
+    rebound = httpx2.get(f"{srv.url}/v1/log/head", headers={"Host": "evil.example"})
     assert rebound.status_code == 400
-    page = httpx.get(f"{srv.url}/")
+    page = httpx2.get(f"{srv.url}/")
     assert page.status_code == 200 and "rl-score-widget" in page.text
 
 
 def _post_until_killed(url: str, acked: list[str], stop: threading.Event) -> None:
     i = 0
-    with httpx.Client(timeout=5) as c:
+    with httpx2.Client(timeout=5) as c:
         while not stop.is_set():
             ids = [f"k{i}-{j}" for j in range(3)]
             i += 1
             body = [{"type": "test.kill.v1", "id": x, "payload": {"i": i}} for x in ids]
             try:
                 r = c.post(f"{url}/v1/log/append", json=body)
-            except httpx.HTTPError:
+            except httpx2.HTTPError:
                 return  # the server died mid-request: this batch was never acknowledged
             if r.status_code == 200:
                 acked.extend(ids)
@@ -113,7 +113,7 @@ def test_acknowledged_appends_survive_kill_9(serve_factory, db_url: str) -> None
 
 def _client_process(url: str, worker: int, n: int, out: mp.Queue) -> None:
     acked = []
-    with httpx.Client(timeout=30) as c:
+    with httpx2.Client(timeout=30) as c:
         for i in range(n):
             ids = [f"w{worker}-{i}-{j}" for j in range(2)]
             body = [{"type": "test.par.v1", "id": x, "payload": {"w": worker}} for x in ids]
