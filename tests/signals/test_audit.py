@@ -134,6 +134,56 @@ def test_audit_json_written_beside_summary(tmp_path) -> None:
     assert json.loads(other.read_text())["pass"] is True
 
 
+def test_values_are_coerced_as_the_reference_coerces_them() -> None:
+    """`int(x or 0)` / `float(x or d)`: numeric strings and booleans count, as they do there."""
+    s = summary_with(decisions="600", joined_rows=500.0, overrides=True)
+    s["quality"]["decision_outcome_link_rate"] = "0.9"
+    s["distributions"]["outcomes"] = {"partial": 59, "failure": True}  # isinstance(True, int)
+    r = audit(s, env={})
+    assert r["gates"]["min_decisions"]["actual"] == 600
+    assert r["gates"]["min_overrides"]["actual"] == 1
+    assert r["gates"]["min_link_rate"]["actual"] == 0.9
+    assert r["gates"]["min_failureish"]["actual"] == 60
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("decisions", [1]), ("decisions", "12.5"), ("decisions", 1e999), ("joined_rows", {"a": 1})],
+)
+def test_values_the_reference_cannot_convert_are_named(field, value) -> None:
+    with pytest.raises(ValidationError, match=rf"counts\.{field}"):
+        audit(summary_with(**{field: value}), env={})
+
+
+def test_huge_numbers_are_errors_not_crashes() -> None:
+    s = summary_with()
+    s["quality"]["decision_outcome_link_rate"] = 10**400  # float() overflows
+    with pytest.raises(ValidationError, match="decision_outcome_link_rate"):
+        audit(s, env={})
+
+
+def test_fields_only_extra_gates_read_cannot_fail_an_audit_without_them() -> None:
+    """The reference never reads these; with their gates off, neither does plaudit."""
+    s = summary_with(dropped_duplicate_rows="n/a", duplicate_decision_ids=10**400)
+    s["quality"]["split_leakage_rate"] = float("nan")
+    assert audit(s, env={})["pass"] is True
+    with pytest.raises(ValidationError, match="dropped_duplicate_rows"):
+        audit(s, limits={"max_duplicate_rate": 0.5}, env={})
+    with pytest.raises(ValidationError, match="split_leakage_rate"):  # never NaN in audit.json
+        audit(s, limits={"max_split_leakage": 0.1}, env={})
+    huge = summary_with(dropped_duplicate_rows=10**400)
+    with pytest.raises(ValidationError, match="too large"):
+        audit(huge, limits={"max_duplicate_rate": 0.5}, env={})
+
+
+def test_deeply_nested_summary_is_a_clean_error(tmp_path) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text('{"x":' + "[" * 5000 + "]" * 5000 + "}")
+    r = run_plaudit("signal", "audit", "--summary", str(path))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: summary:") and "nested too deeply" in r.stderr
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [(None, "cannot read"), ("{broken", "is not valid JSON"), ("[1]", "is not a JSON object")],
@@ -247,3 +297,21 @@ def test_progress_bar_only_on_a_terminal(tmp_path) -> None:
     assert proc.returncode == 0
     assert b"reading" in b"".join(chunks)  # the bar was drawn on the terminal
     assert b"reading" not in proc.stdout
+
+
+def test_cli_takes_the_references_abbreviations(tmp_path) -> None:
+    """argparse took unambiguous prefixes; so does plaudit, preferring the reference's own
+    options where one plaudit added also fits (`--max`: only --max-task-dominance there)."""
+    report = tmp_path / "r.json"
+    r = _cli_audit(tmp_path, "--min-dec", "700", "--max", "0.2", "--report", str(report))
+    assert r.returncode == 1, r.stderr
+    gates = json.loads(report.read_text())["gates"]
+    assert gates["min_decisions"]["threshold"] == 700
+    assert gates["max_task_dominance"]["threshold"] == 0.2
+    r = _cli_audit(tmp_path, "--min", "5")
+    assert r.returncode == 2 and "ambiguous option --min" in r.stderr
+    out = tmp_path / "out"
+    src = DATA / "compat.jsonl"
+    r = run_plaudit("signal", "export", "--seq", str(src), "--out", str(out), "--max-age", "999999")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "summary.json").read_text())["input"]["max_age_hours"] == 999999

@@ -155,6 +155,52 @@ def test_context_secrets_redacted_before_storage(pl) -> None:
     assert result["redacted"] == 8
 
 
+SECRET_KEYS = (
+    "token", "TOKEN", "access_token", "accessToken", "ACCESS_TOKEN", "accesstoken",
+    "ACCESSTOKEN", "authtoken", "apitoken", "githubtoken", "GITHUBTOKEN", "github_token_2",
+    "X-Auth-Token", "password", "PASSWORD", "passWord", "dbpassword", "DBPASSWORD", "passwords",
+    "secret", "secrets", "client_secret", "clientsecret", "api_key", "apiKey", "APIKey",
+    "APIkey", "API_KEY", "api-key", "x-api-key", "Authorization", "aws_secret_access_key",
+    "ssh_key", "signing_key", "encryption_key", "openai_key", "auth", "session_cookie",
+)  # fmt: skip
+NOT_SECRET_KEYS = (
+    "max_tokens", "token_count", "tokens", "num_tokens", "prompt_tokens", "tokenizer", "note",
+    "count", "path", "cache_key", "sort_key", "public_key", "key", "author", "monkey",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_secret_key_spellings_are_recognised(key) -> None:
+    assert is_secret_key(key)
+    assert redact({"ctx": {key: "v"}}) == ({"ctx": {key: REDACTED}}, 1)
+
+
+@pytest.mark.parametrize("key", NOT_SECRET_KEYS)
+def test_counters_and_ordinary_keys_survive(key) -> None:
+    assert not is_secret_key(key)
+    assert redact({key: 7}) == ({key: 7}, 0)
+
+
+def test_credentials_inside_values_are_redacted() -> None:
+    value = {
+        "env": ["GITHUB_TOKEN=abc123", "export PASSWORD=hunter2", "PATH=/usr/bin"],
+        "DATABASE_URL": "postgresql://app:hunter2@db.internal:5432/prod",
+        "cmd": "psql postgres://me:pw@host/x && echo done",
+        "claims": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJl",
+        "homepage": "https://user@example.com/x",
+    }
+    once, count = redact(value)
+    assert once == {
+        "env": ["GITHUB_TOKEN=[REDACTED]", "export PASSWORD=[REDACTED]", "PATH=/usr/bin"],
+        "DATABASE_URL": "postgresql://app:[REDACTED]@db.internal:5432/prod",
+        "cmd": "psql postgres://me:[REDACTED]@host/x && echo done",
+        "claims": REDACTED,
+        "homepage": "https://user@example.com/x",
+    }
+    assert count == 5
+    assert redact(once) == (once, 0)  # nothing new to redact the second time
+
+
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), st.text(max_size=8))
 keys = st.one_of(
     st.sampled_from(["token", "api_key", "Password", "authToken", "note", "count", "path"]),

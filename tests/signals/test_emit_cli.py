@@ -148,9 +148,67 @@ def test_bad_input_clear_error_nothing_written(tmp_path, sqlite_url, args, messa
 
 
 def test_no_log_needs_seq_mem() -> None:
-    r = run_plaudit("signal", "emit", *DECISION, "--no-log")
+    r = run_plaudit("signal", "emit", *DECISION, "--no-log", env={"SEQ_CH_MEM_PATH": ""})
     assert r.returncode == 2
     assert r.stderr.startswith("error: --no-log: needs --seq-mem")
+
+
+def test_seq_mem_defaults_to_the_references_environment_variable(tmp_path, sqlite_url) -> None:
+    """The reference emitter's --seq-mem default is $SEQ_CH_MEM_PATH; a hook relying on it
+    must keep writing the file after swapping the command name."""
+    sm = tmp_path / "from_env.jsonl"
+    env = {"SEQ_CH_MEM_PATH": str(sm)}
+    r = run_plaudit("--db", sqlite_url, "signal", "emit", *DECISION, env=env)
+    assert r.returncode == 0, r.stderr
+    r = run_plaudit("signal", "emit", "--no-log", *OUTCOME, env=env)
+    assert r.returncode == 0, r.stderr
+    assert [row["name"] for row in _rows(sm)] == [
+        "flow.router.decision.v1",
+        "flow.router.outcome.v1",
+    ]
+    explicit = tmp_path / "explicit.jsonl"  # the flag still wins
+    r = run_plaudit("signal", "emit", "--no-log", "--seq-mem", str(explicit), *OVERRIDE, env=env)
+    assert r.returncode == 0 and len(_rows(explicit)) == 1 and len(_rows(sm)) == 2
+
+
+def test_a_seq_mem_that_cannot_be_opened_leaves_the_log_untouched(tmp_path) -> None:
+    db = tmp_path / "p.db"
+    (tmp_path / "adir").mkdir()
+    r = run_plaudit(
+        "--db", str(db), "signal", "emit", "--seq-mem", str(tmp_path / "adir"), *DECISION
+    )
+    assert r.returncode == 2 and r.stderr.startswith("error: seq_mem: cannot open")
+    with Plaudit.open(db) as p:
+        assert len(p.log) == 0  # nothing written anywhere; a retry is a first emit
+    ok = tmp_path / "ok.jsonl"
+    r = run_plaudit("--db", str(db), "signal", "emit", "--seq-mem", str(ok), *DECISION)
+    assert r.returncode == 0 and "already recorded" not in r.stdout and len(_rows(ok)) == 1
+
+
+def test_abbreviations_mean_the_references_options(tmp_path) -> None:
+    """`--d` and `--se` were unambiguous for the reference (--decision-id, --session-id); the
+    options plaudit adds (--db, --seq-mem) must not make them ambiguous."""
+    sm = tmp_path / "abbrev.jsonl"
+    args = ["decision", "--d", "d-9", "--chosen-task", "t", "--conf", "0.5", "--se", "abbr"]
+    r = run_plaudit("signal", "emit", "--no-log", "--seq-mem", str(sm), *args)
+    assert r.returncode == 0, r.stderr
+    subject = json.loads(_rows(sm)[0]["subject"])
+    assert (subject["decision_id"], subject["session_id"]) == ("d-9", "abbr")
+
+
+def test_json_nested_too_deeply_is_a_clean_error(tmp_path) -> None:
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    args = [*DECISION[:9], "--context-json", deep]
+    r = run_plaudit("--db", str(tmp_path / "p.db"), "signal", "emit", *args)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: --context-json: is nested too deeply")
+
+
+def test_a_database_path_blocked_by_a_file_is_a_clean_error(tmp_path) -> None:
+    (tmp_path / "g.db").write_text("")
+    r = run_plaudit("--db", str(tmp_path / "g.db" / "p.db"), "signal", "emit", *DECISION)
+    assert r.returncode == 6, r.stderr
+    assert "cannot create its directory" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_no_log_writes_only_the_file(tmp_path) -> None:
@@ -173,7 +231,14 @@ def test_conflicting_reemit_is_refused(sqlite_url) -> None:
     changed = [*DECISION[:4], "ai:flow/other", *DECISION[5:]]
     r = run_plaudit("--db", sqlite_url, "signal", "emit", *changed)
     assert r.returncode == 3
-    assert "already committed with different content" in r.stderr
+    assert r.stderr == (
+        "error: decision_id 'd-1': a different decision is already recorded (chosen_task: "
+        "'ai:flow/dev-check' kept, 'ai:flow/other' now); each decision keeps its first decision\n"
+    )
+    outcome = ["--db", sqlite_url, "signal", "emit", *OUTCOME]
+    assert run_plaudit(*outcome).returncode == 0
+    r = run_plaudit(*outcome[:-1], "5")  # another time_to_resolution_ms
+    assert r.returncode == 3 and "time_to_resolution_ms: 120000 kept, 5 now" in r.stderr
 
 
 def test_help_works() -> None:

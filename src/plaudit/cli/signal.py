@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from plaudit.cli._abbrev import AbbreviatingCommand
 from plaudit.cli._common import db_option, echo_json, json_option, open_store, resolve
 from plaudit.errors import ValidationError
 
@@ -96,7 +97,14 @@ def _rewards(pairs: tuple[str, ...], raw_map: str | None) -> dict[str, float]:
     return out
 
 
-@signal.command()
+#: The reference scripts' own options: an abbreviation that fits one of these means it.
+EXPORT_OPTIONS = ("--seq-mem", "--output-dir", "--seed", "--val-percent", "--test-percent")
+EXPORT_OPTIONS += ("--history-size", "--max-age-hours")
+AUDIT_OPTIONS = ("--summary", "--min-decisions", "--min-joined", "--min-link-rate")
+AUDIT_OPTIONS += ("--max-task-dominance", "--min-overrides", "--min-failureish", "--report-out")
+
+
+@signal.command(cls=AbbreviatingCommand, reference_options=EXPORT_OPTIONS)
 @db_option
 @click.option(
     "--seq-mem", default=None, metavar="FILE", help="Read this seq_mem.jsonl instead of the log."
@@ -193,7 +201,7 @@ def _gate_option(name: str, kind: type, help_text: str) -> Any:
     )
 
 
-@signal.command()
+@signal.command(cls=AbbreviatingCommand, reference_options=AUDIT_OPTIONS)
 @db_option
 @click.option(
     "--summary", "summary_path", metavar="FILE", help="summary.json (default: the log's)."

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,39 +91,69 @@ def _section(summary: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def _num(section: str, key: str, value: Any, kind: type, default: Any) -> Any:
-    """The reference's `int(x or 0)` / `float(x or d)`, but a wrong type is an error."""
+    """The reference's `int(x or 0)` / `float(x or d)` (so "12" is 12 and true is 1); where that
+    would raise, or give NaN or an infinity, an error naming the field instead."""
     if not value:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    try:
+        out = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = repr(value) if len(repr(value)) <= 40 else type(value).__name__
         raise ValidationError(
-            f"{section}.{key}", f"must be a number, got {type(value).__name__}", where="summary"
-        )
-    if isinstance(value, float) and not math.isfinite(value):
+            f"{section}.{key}", f"must be a number, got {shown}", where="summary"
+        ) from None
+    if isinstance(out, float) and not math.isfinite(out):
         raise ValidationError(f"{section}.{key}", "must be finite", where="summary")
-    return kind(value)
+    return out
 
 
-def actuals(summary: Mapping[str, Any]) -> dict[str, float | int | None]:
-    """The measured value of every gate, read from a summary (plaudit's or the reference's)."""
+def actuals(
+    summary: Mapping[str, Any], gates: Iterable[str] | None = None
+) -> dict[str, float | int | None]:
+    """The measured value of each gate in `gates` (default: all), read from a summary
+    (plaudit's or the reference's). Only the fields those gates use are read, so a field the
+    reference never looks at cannot fail an audit that does not use it either."""
     if not isinstance(summary, Mapping):
         raise ValidationError("summary", "must be a JSON object")
     counts = _section(summary, "counts")
     quality = _section(summary, "quality")
     dist = _section(summary, "distributions")
-    outcomes = dist.get("outcomes") if isinstance(dist.get("outcomes"), dict) else {}
-    tasks = dist.get("chosen_tasks") if isinstance(dist.get("chosen_tasks"), dict) else {}
-    failureish = sum(
-        v for k in ("partial", "failure", "wasted") if type(v := outcomes.get(k)) is int
-    )
-    decisions = _num("counts", "decisions", counts.get("decisions"), int, 0)
-    dup_ids = _num("counts", "duplicate_decision_ids", counts.get("duplicate_decision_ids"), int, 0)
-    dropped = _num("counts", "dropped_duplicate_rows", counts.get("dropped_duplicate_rows"), int, 0)
-    leakage = quality.get("split_leakage_rate")
-    task_values = [v for v in tasks.values() if type(v) is int]
-    return {
-        "min_decisions": decisions,
-        "min_joined": _num("counts", "joined_rows", counts.get("joined_rows"), int, 0),
-        "min_link_rate": _num(
+
+    def count(key: str) -> int:
+        return _num("counts", key, counts.get(key), int, 0)
+
+    def failureish() -> int:
+        outcomes = dist.get("outcomes") if isinstance(dist.get("outcomes"), dict) else {}
+        # isinstance, as the reference checks: a `true` counts as 1 there.
+        return sum(
+            v for k in ("partial", "failure", "wasted") if isinstance(v := outcomes.get(k), int)
+        )
+
+    def split_leakage() -> float | None:
+        leakage = quality.get("split_leakage_rate")
+        if leakage is None:
+            return None
+        return float(_num("quality", "split_leakage_rate", leakage, float, 0.0))
+
+    def rows_per_task() -> int:
+        tasks = dist.get("chosen_tasks") if isinstance(dist.get("chosen_tasks"), dict) else {}
+        values = [v for v in tasks.values() if isinstance(v, int)]
+        return min(values) if values else 0
+
+    def duplicate_rate() -> float:
+        decisions, dup_ids = count("decisions"), count("duplicate_decision_ids")
+        dropped = count("dropped_duplicate_rows")
+        try:
+            return round((dup_ids + dropped) / max(1, decisions + dup_ids), 6)
+        except OverflowError:
+            raise ValidationError(
+                "counts", "duplicate counts too large to divide", where="summary"
+            ) from None
+
+    readers: dict[str, Callable[[], float | int | None]] = {
+        "min_decisions": lambda: count("decisions"),
+        "min_joined": lambda: count("joined_rows"),
+        "min_link_rate": lambda: _num(
             "quality",
             "decision_outcome_link_rate",
             quality.get("decision_outcome_link_rate"),
@@ -131,19 +161,17 @@ def actuals(summary: Mapping[str, Any]) -> dict[str, float | int | None]:
             0.0,
         ),
         # `or 1.0` as in the reference: no rows at all counts as total dominance.
-        "max_task_dominance": _num(
+        "max_task_dominance": lambda: _num(
             "quality", "task_dominance", quality.get("task_dominance"), float, 1.0
         ),
-        "min_overrides": _num("counts", "overrides", counts.get("overrides"), int, 0),
+        "min_overrides": lambda: count("overrides"),
         "min_failureish": failureish,
-        "max_split_leakage": (
-            float(leakage)
-            if isinstance(leakage, int | float) and not isinstance(leakage, bool)
-            else None
-        ),
-        "min_rows_per_task": min(task_values) if task_values else 0,
-        "max_duplicate_rate": round((dup_ids + dropped) / max(1, decisions + dup_ids), 6),
+        "max_split_leakage": split_leakage,
+        "min_rows_per_task": rows_per_task,
+        "max_duplicate_rate": duplicate_rate,
     }
+    names = list(readers) if gates is None else list(gates)
+    return {name: readers[name]() for name in names}
 
 
 def evaluate(
@@ -151,7 +179,7 @@ def evaluate(
     limits: Mapping[str, float | int],
 ) -> dict[str, dict[str, Any]]:
     """{gate: {actual, threshold, pass}} in the reference's order, extra gates after."""
-    measured = actuals(summary)
+    measured = actuals(summary, limits)
     ops = {name: op for name, (_, op, _) in GATES.items()}
     ops.update({name: op for name, (op, _) in EXTRA_GATES.items()})
     gates: dict[str, dict[str, Any]] = {}
@@ -198,6 +226,8 @@ def load_summary(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
         data = json.loads(raw)
     except ValueError as exc:
         raise ValidationError("summary", f"{str(p)!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValidationError("summary", f"{str(p)!r} is nested too deeply to read") from None
     if not isinstance(data, dict):
         raise ValidationError("summary", f"{str(p)!r} is not a JSON object")
     return p, data

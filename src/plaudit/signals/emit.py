@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import time
 
+from plaudit.errors import ConflictError
 from plaudit.signals.contract import Emission
-from plaudit.signals.seqmem_file import append_row
+from plaudit.signals.seqmem_file import open_for_append, write_row
 
 #: `typing` costs a shell hook ~10 ms to import; annotations here are never evaluated.
 TYPE_CHECKING = False
@@ -26,7 +27,9 @@ def record(
 
     The log comes first: it is the source of truth and decides whether this is a retry. The
     seq_mem copy is at-least-once (a retry appends the row again); the exporter recognises
-    identical repeats and never turns them into duplicate training rows.
+    identical repeats and never turns them into duplicate training rows. The seq_mem file is
+    opened before the log is written, so one that cannot be opened fails the emit with
+    nothing recorded anywhere.
     """
     ts = emission.ts_ms if emission.ts_ms is not None else time.time_ns() // 1_000_000
     out: dict[str, Any] = {
@@ -40,22 +43,60 @@ def record(
         "redacted": emission.redacted,
         "seq_mem": None,
     }
-    if plaudit is not None:
-        from plaudit.events import make_event
-
-        event = make_event(
-            emission.type,
-            emission.payload,
-            id=emission.id,
-            session_id=emission.session_id,
-            source=emission.source,
-            ts_ms=ts,
-            meta={"ok": emission.ok, "dur_us": 0},
-        )
-        result = plaudit.log.append(event)
-        out["status"] = result.status
-        out["seq"] = result.seq
-    if seq_mem is not None:
-        append_row(seq_mem, emission, ts)
+    opened = open_for_append(seq_mem) if seq_mem is not None else None
+    try:
+        if plaudit is not None:
+            _append_to_log(plaudit, emission, ts, out)
+    except BaseException:
+        if opened is not None:
+            os.close(opened[0])
+        raise
+    if opened is not None:
+        write_row(*opened, emission, ts)
         out["seq_mem"] = os.fspath(seq_mem)
     return out
+
+
+def _append_to_log(plaudit: Plaudit, emission: Emission, ts: int, out: dict[str, Any]) -> None:
+    from plaudit.events import make_event
+
+    event = make_event(
+        emission.type,
+        emission.payload,
+        id=emission.id,
+        session_id=emission.session_id,
+        source=emission.source,
+        ts_ms=ts,
+        meta={"ok": emission.ok, "dur_us": 0},
+    )
+    try:
+        result = plaudit.log.append(event)
+    except ConflictError:
+        raise _conflict(plaudit, emission) from None
+    out["status"] = result.status
+    out["seq"] = result.seq
+
+
+def _conflict(plaudit: Plaudit, emission: Emission) -> ConflictError:
+    """The log's conflict, said in the router's terms: which fields differ from what is kept."""
+    kept = plaudit.log.get(emission.id)
+    before = kept.payload if kept is not None else {}
+    fields = sorted(
+        k
+        for k in before.keys() | emission.payload.keys()
+        if before.get(k) != emission.payload.get(k)
+    )
+    if kept is not None and kept.session_id != emission.session_id and "session_id" not in fields:
+        fields.insert(0, "session_id")
+    what = emission.type.rsplit(".", 2)[-2]  # decision, outcome or override
+    shown = ", ".join(
+        f"{k}: {before.get(k)!r} kept, {emission.payload.get(k)!r} now"
+        if k != "session_id"
+        else f"session_id: {kept.session_id!r} kept, {emission.session_id!r} now"
+        for k in fields[:3]
+    )
+    return ConflictError(
+        emission.id,
+        f"decision_id {emission.decision_id!r}: a different {what} is already recorded"
+        f" ({shown or 'different content'}); each decision keeps its first {what}",
+    )

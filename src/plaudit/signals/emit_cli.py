@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 USAGE_EXIT = 2
+SEQ_MEM_ENV = "SEQ_CH_MEM_PATH"
+#: Options the reference emitter does not have. An abbreviation that could mean one of these or
+#: one of the reference's (`--d`: --decision-id or --db) means the reference's, as it did there.
+PLAUDIT_ONLY = frozenset({"--db", "--seq-mem", "--no-log"})
 
 
 def _columns() -> int:
@@ -49,6 +53,14 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+
+    def _get_option_tuples(self, option_string: str) -> list[Any]:
+        found = super()._get_option_tuples(option_string)  # type: ignore[misc]
+        if len(found) > 1:
+            theirs = [t for t in found if not PLAUDIT_ONLY & set(t[0].option_strings)]
+            if len(theirs) == 1:
+                return theirs
+        return found
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"error: {message} (in `{self.prog}`; see --help)\n")
@@ -124,6 +136,8 @@ def _json_arg(flag: str, raw: str | None) -> Any:
         return json.loads(raw)
     except ValueError as exc:
         raise ValidationError(flag, f"is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValidationError(flag, "is nested too deeply to read") from None
 
 
 def split_argv(argv: Sequence[str]) -> list[str]:
@@ -184,18 +198,23 @@ def run(argv: Sequence[str]) -> int:
             ts_ms=args.ts_ms,
             where=where,
         )
-    if args.no_log and not args.seq_mem:
-        raise ValidationError("--no-log", "needs --seq-mem PATH, or nothing would be recorded")
+    # The reference's default: $SEQ_CH_MEM_PATH (its fallback, a path under ~/repos, is not
+    # guessed here).
+    seq_mem = args.seq_mem if args.seq_mem is not None else os.environ.get(SEQ_MEM_ENV) or None
+    if args.no_log and not seq_mem:
+        raise ValidationError(
+            "--no-log", f"needs --seq-mem PATH (or ${SEQ_MEM_ENV}), or nothing would be recorded"
+        )
 
     from plaudit.signals.emit import record
 
     if args.no_log:
-        result = record(None, emission, seq_mem=args.seq_mem)
+        result = record(None, emission, seq_mem=seq_mem)
     else:
         Plaudit = _import_plaudit()
 
         with Plaudit.open(args.db) as p:
-            result = record(p, emission, seq_mem=args.seq_mem)
+            result = record(p, emission, seq_mem=seq_mem)
     line = f"emitted {emission.type} decision_id={emission.decision_id}"
     if args.cmd == "outcome":
         line += f" outcome={args.outcome}"

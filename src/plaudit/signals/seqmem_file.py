@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 
 from plaudit.errors import ValidationError
 from plaudit.signals.contract import Emission
@@ -42,11 +43,13 @@ def seq_mem_row(emission: Emission, ts_ms: int) -> dict[str, Any]:
     }
 
 
-def append_line(path: str | os.PathLike[str], line: str) -> None:
-    """Append one line under an exclusive lock; raises ValidationError naming the path."""
-    data = (line.rstrip("\n") + "\n").encode()
+def open_for_append(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """Open (creating it and its directory) for appending; (fd, path as opened). Raises
+    ValidationError naming the path, so a caller can check the file before writing elsewhere."""
     target = os.path.expanduser(os.fspath(path))
     try:
+        if not target:
+            raise ValueError("the path is empty")
         parent = os.path.dirname(os.path.abspath(target))
         os.makedirs(parent, exist_ok=True)
         fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -55,6 +58,19 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
         raise ValidationError(
             "seq_mem", f"cannot open {target!r} for appending: {reason}"
         ) from None
+    if not _is_regular(fd):
+        os.close(fd)
+        raise ValidationError("seq_mem", f"cannot append to {target!r}: not a regular file")
+    return fd, target
+
+
+def _is_regular(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+def write_line(fd: int, target: str, line: str) -> None:
+    """Append one line to an open file under an exclusive lock, fsynced; closes `fd`."""
+    data = (line.rstrip("\n") + "\n").encode()
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
@@ -72,7 +88,20 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
         os.close(fd)  # closing releases the lock
 
 
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """Append one line under an exclusive lock; raises ValidationError naming the path."""
+    fd, target = open_for_append(path)
+    write_line(fd, target, line)
+
+
 def append_row(path: str | os.PathLike[str], emission: Emission, ts_ms: int) -> dict[str, Any]:
     row = seq_mem_row(emission, ts_ms)
     append_line(path, safe_json(row))
+    return row
+
+
+def write_row(fd: int, target: str, emission: Emission, ts_ms: int) -> dict[str, Any]:
+    """`append_row` to a file already opened with `open_for_append`."""
+    row = seq_mem_row(emission, ts_ms)
+    write_line(fd, target, safe_json(row))
     return row

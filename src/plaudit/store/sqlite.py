@@ -97,10 +97,20 @@ class SqliteBackend(Backend):
         return Path(self.url)
 
     def _connect(self) -> sqlite3.Connection:
-        if self.url != ":memory:":
-            parent = os.path.dirname(self.url)
+        try:
+            parent = os.path.dirname(self.url) if self.url != ":memory:" else ""
             if parent:
                 os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            why = (
+                "a file is in the way"
+                if isinstance(exc, FileExistsError | NotADirectoryError)
+                else exc.strerror or exc
+            )
+            raise BackendUnavailableError(
+                f"cannot open SQLite database {self.url}: cannot create its directory "
+                f"{parent!r}: {why}"
+            ) from None
         try:
             conn = sqlite3.connect(
                 self.url, isolation_level=None, timeout=60.0, check_same_thread=False
