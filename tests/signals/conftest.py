@@ -59,3 +59,9 @@ def seq_mem_file(tmp_path: Path) -> Path:
 
 
 BIG_AGE = 10_000_000  # hours: nothing in the fixtures is too old
+
+
+def reference_line_count(raw: bytes) -> int:
+    """How many lines the reference (`str.splitlines`) sees in one physical line: a parse error
+    is counted per such line, so garbage can make more than one."""
+    return max(1, len(raw.decode("utf-8", "replace").splitlines()))

@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 import threading
 from dataclasses import dataclass, field
 from math import isfinite
@@ -213,7 +215,7 @@ class Scanner:
         self.max_age_ms = max_age_ms
         self.seed = seed
         self.out = Scan()
-        self._pending: dict[str, tuple[list[tuple[int, str]], list[str]]] = {
+        self._pending: dict[str, tuple[list[tuple[int, str, int]], list[Any]]] = {
             DECISION: ([], []),
             OUTCOME: ([], []),
             OVERRIDE: ([], []),
@@ -225,7 +227,9 @@ class Scanner:
         if len(out.errors) < MAX_SAMPLES:
             out.errors.append((line_no, reason))
 
-    def event(self, name: str, ts_ms: int, row_session: str, subject: Any) -> None:
+    def event(
+        self, name: str, ts_ms: int, row_session: str, subject: Any, line_no: int = 0
+    ) -> None:
         """One event; `subject` is its JSON object text (an object or other value from a
         seq_mem row is accepted too). Call `finish` after the last one."""
         if ts_ms <= 0 or (self.now_ms - ts_ms) > self.max_age_ms:
@@ -238,7 +242,7 @@ class Scanner:
         if type(subject) is not str and type(subject) is not dict:
             subject = _subject_text(subject)
         meta, texts = pending
-        meta.append((ts_ms, row_session))
+        meta.append((ts_ms, row_session, line_no))
         texts.append(subject)
         if len(texts) >= PENDING:
             self._flush(name)
@@ -249,35 +253,61 @@ class Scanner:
         return self.out
 
     def _flush(self, name: str) -> None:
-        meta, texts = self._pending[name]
+        pending_meta, texts = self._pending[name]
         if not texts:
             return
+        meta = pending_meta
         # One decode per subject: decoding a batch as one JSON array would be a little faster,
         # but crafted bad subjects could then pair up into valid-looking ones.
         one = _SUBJECT_DECODERS[name]
         heads: list[Any] = []
         append = heads.append
+        broken = False
         for text in texts:
             try:
-                append(one(text))
-            except (msgspec.DecodeError, UnicodeError, TypeError):
-                append(_lenient_subject(name, text))
+                decoded = one(text)
+            except (msgspec.DecodeError, UnicodeError, TypeError, RecursionError):
+                decoded = _lenient_subject(name, text)
+                broken = broken or type(decoded) is _Unreadable
+            else:
+                # msgspec skips fields it was not asked for; Python's json refuses integers of
+                # more than 4300 digits anywhere, and the reference drops such events.
+                if len(text) > _INT_DIGITS_LIMIT and _LONG_INT_RE.search(text):
+                    decoded = _lenient_subject(name, text)
+                    broken = broken or type(decoded) is _Unreadable
+            append(decoded)
+        if broken:
+            meta, heads = self._drop_unreadable(meta, heads)
         if name == DECISION:
             self._decisions(meta, heads)
         elif name == OUTCOME:
             self._outcomes(heads)
         else:
             self._overrides(heads)
-        meta.clear()
+        pending_meta.clear()
         texts.clear()
 
-    def _decisions(self, meta: list[tuple[int, str]], decoded: list[_Decision]) -> None:
+    def _drop_unreadable(
+        self, meta: list[tuple[int, str, int]], decoded: list[Any]
+    ) -> tuple[list[tuple[int, str, int]], list[Any]]:
+        """Subjects the reference could not read either (too deep, an integer too long):
+        parse errors there, as here."""
+        kept_meta, kept = [], []
+        for m, d in zip(meta, decoded, strict=True):
+            if type(d) is _Unreadable:
+                self.error(m[2], f"subject: {d.reason}")
+            else:
+                kept_meta.append(m)
+                kept.append(d)
+        return kept_meta, kept
+
+    def _decisions(self, meta: list[tuple[int, str, int]], decoded: list[_Decision]) -> None:
         out = self.out
         records = out.decisions
         heads = out.heads
         seed = self.seed
         skipped = 0
-        for (ts_ms, row_session), d in zip(meta, decoded, strict=True):
+        for (ts_ms, row_session, _), d in zip(meta, decoded, strict=True):
             did = d.decision_id
             if type(did) is not str:
                 did = _s(did)
@@ -410,7 +440,7 @@ class Scanner:
                 subject = _subject_text(subject)
             session = row.session_id
             meta, texts = batch
-            meta.append((ts, session if type(session) is str else _s(session)))
+            meta.append((ts, session if type(session) is str else _s(session), i))
             texts.append(subject)
             if len(texts) >= PENDING:
                 self._flush(name)
@@ -419,15 +449,23 @@ class Scanner:
         self.out.events += events
 
     def _lenient_line(self, line_no: int, line: bytes, exc: Exception) -> None:
-        """A line msgspec refused, read as the reference reads it; if that fails too, it is
-        a parse error (with msgspec's reason, which says where)."""
+        """A line msgspec refused, read as the reference reads it: bytes that are not UTF-8
+        replaced, split where `str.splitlines` splits (a CR, U+2028, ...), blank pieces
+        skipped, each piece through Python's json. What fails there too is a parse error."""
+        text = line.decode("utf-8", "replace")
+        pieces = text.splitlines()
+        for piece in pieces:
+            if piece.strip():
+                self._lenient_piece(line_no, piece, str(exc) if len(pieces) == 1 else None)
+
+    def _lenient_piece(self, line_no: int, text: str, reason: str | None) -> None:
         try:
-            row = json.loads(line.decode("utf-8", "replace").strip())
-        except (ValueError, RecursionError):
-            self.error(line_no, str(exc))
+            row = json.loads(text.strip())
+        except (ValueError, RecursionError) as exc:
+            self.error(line_no, reason or str(exc) or type(exc).__name__)
             return
         if type(row) is not dict:
-            self.error(line_no, str(exc))
+            self.error(line_no, reason or "not a JSON object")
             return
         try:
             ts = _ts(row.get("ts_ms"))
@@ -436,18 +474,15 @@ class Scanner:
             return
         self.out.events += 1
         name = row.get("name")
-        session = _json_safe(row.get("session_id"))
+        session = row.get("session_id")
+        # str() of what is not a string, as the reference does: NaN is "nan" there.
+        session = _json_safe(session if type(session) is str else _s(session))
         subject = row.get("subject")
         if type(subject) is str:
             subject = _json_safe(subject)
         elif type(subject) is not dict:  # a dict goes as it is: `_lenient_subject` reads it
             subject = "{}"
-        self.event(
-            name if type(name) is str else "",
-            ts,
-            session if type(session) is str else _s(session),
-            subject,
-        )
+        self.event(name if type(name) is str else "", ts, session, subject, line_no)
 
     def read_range(
         self, path: str, start: int, end: int, progress: Any = None, scale: float = 1.0
@@ -513,13 +548,14 @@ def _subject_text(subject: Any) -> str:
 
 
 def _json_safe(value: Any) -> Any:
-    """`value` with what JSON text cannot hold replaced: NaN and infinities by None, lone
-    surrogates (which Python's json lets through from `\\ud800` escapes) by U+FFFD."""
+    """`value` with what JSON text cannot hold replaced: NaN and infinities by None, a lone
+    surrogate (which Python's json lets through from a `\\ud800` escape) by that escape's six
+    characters, so two different ids never become one."""
     kind = type(value)
     if kind is str:
         if value.isascii():
             return value
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
     if kind is float:
         return value if isfinite(value) else None
     if kind is dict:
@@ -536,9 +572,24 @@ def _raw_fields(cls: type) -> frozenset[str]:
 _RAW_FIELDS = {name: _raw_fields(type(empty)) for name, empty in _EMPTY.items()}
 
 
+class _Unreadable:
+    """A subject the reference's reading fails on with something other than a JSON syntax
+    error, which it counts as a parse error (a syntax error only makes the subject `{}`)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+# Python's json refuses integers longer than this (4300 digits by default; 0 means no limit).
+_INT_DIGITS_LIMIT = sys.get_int_max_str_digits() or 10**9
+_LONG_INT_RE = re.compile(rf"\d{{{_INT_DIGITS_LIMIT + 1}}}")
+
+
 def _lenient_subject(name: str, subject: Any) -> Any:
     """A subject msgspec refused, read as the reference reads it: Python's json, and `{}`
-    when that fails too or gives something other than an object.
+    when that fails on the syntax or gives something other than an object.
 
     Fields kept as raw JSON are re-encoded from the decoded value, made JSON-safe; the others
     keep their Python value, so a NaN decision id becomes "nan" as `str()` makes it there.
@@ -547,8 +598,12 @@ def _lenient_subject(name: str, subject: Any) -> Any:
     if type(subject) is not dict:
         try:
             subject = json.loads(subject)
-        except (ValueError, TypeError, RecursionError):
+        except json.JSONDecodeError:
             return empty
+        except RecursionError:
+            return _Unreadable("nested too deeply")
+        except (ValueError, TypeError) as exc:  # e.g. an integer of more than 4300 digits
+            return _Unreadable(str(exc) or type(exc).__name__)
         if type(subject) is not dict:
             return empty
     raw = _RAW_FIELDS[name]

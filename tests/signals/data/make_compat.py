@@ -112,7 +112,27 @@ def lenient_lines() -> list[bytes]:
         # a form feed before the object (the reference strips it)
         b"\x0c" + line(dec, {"decision_id": "l-ff", **base}).encode(),
         outcome("l-ff"),
+        # a row-level session id of NaN: str() makes it "nan" there
+        line(dec, {"decision_id": "l-nan-session", **base}, session=float("nan")).encode(),
+        outcome("l-nan-session"),
+        # records separated by a CR, as str.splitlines separates them; a line of Unicode spaces
+        line(dec, {"decision_id": "l-cr-1", **base}).encode()
+        + b"\r"
+        + line(dec, {"decision_id": "l-cr-2", **base}).encode(),
+        outcome("l-cr-1") + b"\r" + outcome("l-cr-2"),
+        "\u00a0\u3000".encode(),
+        # subjects Python's json cannot read for other reasons than syntax: parse errors there
+        _with_member(line(dec, {"decision_id": "l-deep", **base}), "[" * 1200 + "]" * 1200),
+        outcome("l-deep"),
+        _with_member(line(dec, {"decision_id": "l-digits", **base}), "7" * 4301),
+        outcome("l-digits"),
     ]
+
+
+def _with_member(line: str, raw: str) -> bytes:
+    """`line` with `"x": raw` added at the end of its subject (the row's last member)."""
+    assert line.endswith('}"}')
+    return (line[:-3] + ', \\"x\\": ' + raw + '}"}').encode()
 
 
 def main() -> None:
