@@ -128,7 +128,11 @@ def test_retry_is_acknowledged_not_duplicated(tmp_path, sqlite_url) -> None:
         ([*DECISION, "--context-json", "[1]"], "context: must be a JSON object"),
         ([*DECISION, "--candidates-json", '{"a": 1}'], "candidates: must be a JSON list"),
         (["outcome", "--decision-id", "d", "--outcome", "meh", "--task-executed", "t"], "meh"),
-        ([*OUTCOME, "--time-to-resolution-ms", "-4"], "time_to_resolution_ms: must be >= 0"),
+        ([*OUTCOME, "--time-to-resolution-ms", "-4"], "time_to_resolution_ms: must be between"),
+        (
+            [*OUTCOME, "--time-to-resolution-ms", str(2**53)],
+            "time_to_resolution_ms: must be between 0 and 2^53-1, got 9007199254740992",
+        ),
         ([*OUTCOME, "--extra-json", "3"], "extra: must be a JSON object"),
         (["override", "--decision-id", "d", "--original-task", "a"], "--override-task"),
         (["bogus"], "invalid choice"),

@@ -228,7 +228,9 @@ def build_outcome(
             "time_to_resolution_ms", f"must be an integer, got {type(ttr).__name__}", where=w
         )
     if not 0 <= ttr <= 2**53 - 1:
-        raise ValidationError("time_to_resolution_ms", f"must be >= 0, got {ttr}", where=w)
+        raise ValidationError(
+            "time_to_resolution_ms", f"must be between 0 and 2^53-1, got {ttr}", where=w
+        )
     ex, n = redact(_obj("extra", extra, where=w))
     payload: dict[str, Any] = {
         "schema_version": "flow_router_outcome_v1",
