@@ -126,7 +126,9 @@ def actuals(
         outcomes = dist.get("outcomes") if isinstance(dist.get("outcomes"), dict) else {}
         # isinstance, as the reference checks: a `true` counts as 1 there.
         return sum(
-            v for k in ("partial", "failure", "wasted") if isinstance(v := outcomes.get(k), int)
+            int(v)
+            for k in ("partial", "failure", "wasted")
+            if isinstance(v := outcomes.get(k), int)
         )
 
     def split_leakage() -> float | None:
@@ -137,7 +139,7 @@ def actuals(
 
     def rows_per_task() -> int:
         tasks = dist.get("chosen_tasks") if isinstance(dist.get("chosen_tasks"), dict) else {}
-        values = [v for v in tasks.values() if isinstance(v, int)]
+        values = [int(v) for v in tasks.values() if isinstance(v, int)]
         return min(values) if values else 0
 
     def duplicate_rate() -> float:

@@ -7,10 +7,11 @@ keeps per decision is then one small tuple of interned strings and offsets into 
 instead of a dict of decoded values to re-encode.
 
 msgspec reads strict JSON. A line or subject it refuses is read again as the reference reads
-it (bytes that are not UTF-8 replaced, then Python's `json`, which also takes NaN, Infinity
-and lone surrogates), so the same input gives the same counts; only what that refuses too is
-a parse error. Values JSON cannot hold are written as `null` (NaN, Infinity) or U+FFFD (a lone
-surrogate), so every output row stays valid JSON.
+it (bytes that are not UTF-8 replaced, lines split as `str.splitlines` splits them, then
+Python's `json`, which also takes NaN, Infinity and lone surrogates), so the same input gives
+the same counts; only what that refuses too is a parse error. Values JSON cannot hold are
+written as `null` (NaN, Infinity) or as escape text (a lone surrogate), so every output row
+stays valid JSON.
 
 A large seq_mem file can be read in two byte ranges, the second one in a forked worker process,
 so two cores decode at once; the records are then folded in file order, as if read by one
