@@ -208,3 +208,56 @@ def test_security_headers_and_no_cdn_docs(sqlite_pl: Plaudit) -> None:
     assert spec["paths"]["/v1/log/append"]["post"]["security"] == [{"bearerToken": []}]
     assert "security" not in spec["paths"]["/v1/log/verify"]["get"]
     assert spec["components"]["securitySchemes"]["bearerToken"]["scheme"] == "bearer"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (
+            "/v1/signals/decision",
+            '{"decision_id":"\\ud800","chosen_task":"t","confidence":0.5,"user_intent":"x"}',
+            "decision_id",
+        ),
+        (
+            "/v1/signals/decision",
+            '{"decision_id":"d","chosen_task":"t","confidence":0.5,"user_intent":"x","\\ud800":1}',
+            "body",
+        ),
+        (
+            "/v1/signals/outcome",
+            '{"decision_id":"p","outcome":"\\ud800","task_executed":"t"}',
+            "outcome",
+        ),
+        ("/v1/log/append", '{"type":"a.b.v1","session_id":"\\ud800"}', "session_id"),
+    ],
+)
+def test_a_lone_surrogate_in_a_request_is_a_422_naming_the_field(
+    pl: Plaudit, path: str, body: str, field: str
+) -> None:
+    """Echoing the bad input in the error once made the error itself unencodable: a 500."""
+    c = TestClient(create_app(pl))
+    r = c.post(path, content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    err = r.json()
+    assert err["error"] == "ValidationError"
+    assert field in err["message"]
+    assert len(pl.log) == 0
+    assert c.get("/v1/log/head").status_code == 200  # the app still answers
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"type":"a.b.v1","session_id":"caf\xe9"}',  # not UTF-8
+        b'{"type":"a.b.v1","payload":{"n":1' + b"0" * 5000 + b"}}",  # too many digits
+        b'{"type":"a.b.v1","payload":' + b"[" * 5000 + b"]" * 5000 + b"}",  # too deep
+    ],
+    ids=["not-utf8", "long-integer", "deep"],
+)
+def test_unreadable_json_bodies_are_a_422_naming_the_body(pl: Plaudit, body: bytes) -> None:
+    c = TestClient(create_app(pl))
+    r = c.post("/v1/log/append", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "ValidationError"
+    assert r.json()["detail"][0]["field"] == "body"
+    assert len(pl.log) == 0

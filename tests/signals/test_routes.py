@@ -90,6 +90,13 @@ def test_emit_roundtrip_and_idempotency(client, pl) -> None:
         ("export", {"output_dir": "x", "val_percent": 101}, "val_percent"),
         ("export", {"output_dir": "x", "rewards": {"great": 1}}, "rewards"),
         ("audit", {"min_decisions": "many"}, "min_decisions"),
+        # As strict as the library: a number given as text or as a boolean is refused.
+        ("decision", {**DECISION, "confidence": "0.25"}, "confidence"),
+        ("decision", {**DECISION, "confidence": False}, "confidence"),
+        ("decision", {**DECISION, "propensity": True}, "propensity"),
+        ("export", {"output_dir": "x", "rewards": {"success": "2"}}, "rewards"),
+        ("export", {"output_dir": "x", "rewards": {"success": True}}, "rewards"),
+        ("audit", {"summary": {}, "min_link_rate": True}, "min_link_rate"),
     ],
 )  # fmt: skip
 def test_bad_bodies_get_422_naming_the_field(client, pl, path, body, field) -> None:
@@ -170,6 +177,11 @@ def test_export_audit_and_summary(client, tmp_path) -> None:
         json={"summary_path": "export/summary.json", "report_out": str(tmp_path / "a.json")},
     )
     assert r.status_code == 200 and (tmp_path / "a.json").exists()
+    assert not (out / "audit.json").exists()
+    r = client.post("/v1/signals/audit", json={"summary_path": "export/summary.json"})
+    assert r.status_code == 200
+    beside = json.loads((out / "audit.json").read_text())  # as the CLI writes it
+    assert beside["gates"] == r.json()["gates"]
     assert client.post("/v1/signals/audit", json={}).json()["pass"] is False
     s = client.get("/v1/signals/summary", params={"max_age_hours": BIG_AGE}).json()
     assert s["counts"]["decisions"] == 30 and s["outputs"] == {}

@@ -104,7 +104,16 @@ async def _http_error(request: Request, exc: Exception) -> MsgspecJSONResponse:
     elif exc.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
     elif exc.status_code == 400 and detail == "There was an error parsing the body":
-        message = "the request body could not be parsed as JSON (too deeply nested or malformed)"
+        # FastAPI's own reading failed (not a syntax error, which pydantic reports with its
+        # position): answered like any other body that does not fit, 422 naming `body`.
+        reason = (
+            "cannot be read as JSON: bytes that are not UTF-8, nesting deeper than the parser"
+            " allows, or an integer of more than 4300 digits"
+        )
+        problem = {"loc": ["body"], "field": "body", "msg": reason, "type": "json_unreadable"}
+        return MsgspecJSONResponse(
+            error_body("ValidationError", f"body: {reason}", detail=[problem]), status_code=422
+        )
     else:
         message = detail
     kind = _HTTP_WORDS.get(exc.status_code, "HTTPError")

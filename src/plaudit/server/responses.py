@@ -16,7 +16,23 @@ _encoder = msgspec.json.Encoder()
 
 
 def json_bytes(value: Any) -> bytes:
-    return _encoder.encode(msgspec.to_builtins(value, builtin_types=(bytes,), str_keys=True))
+    plain = msgspec.to_builtins(value, builtin_types=(bytes,), str_keys=True)
+    try:
+        return _encoder.encode(plain)
+    except UnicodeEncodeError:
+        # A lone surrogate (a request's `"\ud800"`, echoed in an error) has no UTF-8 form:
+        # send its escape as text rather than fail the response.
+        return _encoder.encode(_escape_surrogates(plain))
+
+
+def _escape_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_escape_surrogates(k): _escape_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_surrogates(v) for v in value]
+    return value
 
 
 def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,16 +123,43 @@ class _Outputs:
         return out
 
     def commit(self, summary_bytes: bytes) -> None:
+        """Move every file into place, `summary.json` last, holding the output directory's
+        lock, so concurrent exports to one directory take turns instead of mixing their files.
+        If a move fails, the files it replaced are put back: what is left is the previous
+        export, whole. (Only a kill in the middle of these renames can leave a mix.)"""
         summary_tmp = self.tmp / "summary.json"
         with open(summary_tmp, "wb") as f:
             f.write(summary_bytes)
             f.flush()
             os.fsync(f.fileno())
-        for ws in self.writers.values():
-            for w in ws:
-                os.replace(w.path, self.final(w.path))
-        os.replace(summary_tmp, self.out_root / "summary.json")
-        _fsync_dir(self.out_root)
+        moves = [(w.path, self.final(w.path)) for ws in self.writers.values() for w in ws]
+        moves.append((summary_tmp, self.out_root / "summary.json"))
+        previous = self.tmp / "previous"
+        previous.mkdir()
+        with _locked(self.out_root):
+            for _, final in moves:
+                if final.is_dir() and not final.is_symlink():
+                    raise ValidationError(
+                        "output_dir", f"{str(final)!r} is a directory where an output file goes"
+                    )
+            done: list[tuple[Path, Path | None]] = []
+            try:
+                for src, final in moves:
+                    saved = None
+                    if final.exists() or final.is_symlink():
+                        saved = previous / final.name
+                        os.replace(final, saved)
+                    done.append((final, saved))
+                    os.replace(src, final)
+            except OSError:
+                for final, saved in reversed(done):
+                    with contextlib.suppress(OSError):
+                        if saved is not None:
+                            os.replace(saved, final)
+                        else:
+                            os.remove(final)
+                raise
+            _fsync_dir(self.out_root)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def abort(self) -> None:
@@ -141,6 +168,19 @@ class _Outputs:
                 with contextlib.suppress(Exception):  # best effort while failing anyway
                     w.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive `flock` on the directory itself: no lock file is left behind."""
+    import fcntl
+
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _fsync_dir(path: Path) -> None:
@@ -360,8 +400,9 @@ def _export(
         if outputs is not None:
             outputs.abort()
         if isinstance(exc, OSError):
+            where = f" ({exc.filename})" if exc.filename else ""
             raise ValidationError(
-                "output_dir", f"writing the export failed: {exc.strerror or exc}"
+                "output_dir", f"writing the export failed: {exc.strerror or exc}{where}"
             ) from None
         raise
     return summary

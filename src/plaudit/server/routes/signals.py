@@ -16,7 +16,7 @@ from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
 from plaudit.errors import ConfigError, ValidationError
@@ -55,7 +55,9 @@ Task = Annotated[StrictStr, Field(min_length=1, max_length=MAX_TEXT)]
 LongText = Annotated[StrictStr, Field(max_length=MAX_INTENT)]
 Ts = Annotated[StrictInt, Field(ge=1, le=2**53 - 1)]
 Path = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
-Unit = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+# Strict, as the library is: "0.5" and true are refused, not read as numbers.
+Unit = Annotated[StrictFloat, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+Number = Annotated[StrictFloat, Field(allow_inf_nan=False)]
 
 
 class _In(BaseModel):
@@ -77,7 +79,7 @@ class DecisionIn(_In):
     user_hash: Text = ""
     source: Text = "flow"
     ts_ms: Ts | None = None
-    propensity: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    propensity: Annotated[StrictFloat, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None = None
 
 
 class OutcomeIn(_In):
@@ -104,7 +106,7 @@ class OverrideIn(_In):
 
 
 Percent = Annotated[StrictInt, Field(ge=0, le=100)]
-RewardMap = dict[Literal["success", "partial", "failure", "wasted"], float]
+RewardMap = dict[Literal["success", "partial", "failure", "wasted"], Number]
 
 
 class ExportIn(_In):
@@ -127,13 +129,13 @@ class ExportIn(_In):
 class Limits(_In):
     min_decisions: StrictInt | None = None
     min_joined: StrictInt | None = None
-    min_link_rate: Annotated[float, Field(allow_inf_nan=False)] | None = None
-    max_task_dominance: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    min_link_rate: Number | None = None
+    max_task_dominance: Number | None = None
     min_overrides: StrictInt | None = None
     min_failureish: StrictInt | None = None
-    max_split_leakage: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    max_split_leakage: Number | None = None
     min_rows_per_task: StrictInt | None = None
-    max_duplicate_rate: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    max_duplicate_rate: Number | None = None
 
 
 class AuditIn(Limits):
@@ -196,9 +198,9 @@ def audit(
     if data["summary_path"] is not None:
         from plaudit.signals.audit import audit as run_audit
 
-        return run_audit(
-            data["summary_path"], limits=limits, report_out=report_out, write=report_out is not None
-        )
+        # As the CLI does: the report goes to audit.json beside the summary (inside the
+        # export root, as the summary is) unless report_out says where.
+        return run_audit(data["summary_path"], limits=limits, report_out=report_out)
     return p.signals.audit(
         None, report_out=report_out, max_age_hours=data["max_age_hours"], **limits
     )
