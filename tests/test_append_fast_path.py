@@ -132,7 +132,8 @@ def test_prepare_batch_is_prepare_on_each_event(items: list[Any], limit: int) ->
 
 
 def test_prepare_batch_takes_any_iterable_and_names_the_failing_event() -> None:
-    good = {"id": "a", "type": "fast.a.v1", "payload": {"x": 1}}
+    # A fixed ts_ms: a default one is "now", which may move on between the two calls.
+    good = {"id": "a", "type": "fast.a.v1", "ts_ms": 1_780_000_000_000, "payload": {"x": 1}}
     assert prepare_batch(iter([good])) == [prepare(good)]
     with pytest.raises(Exception, match=r"^event\[2\]: payload.x: nan is not valid JSON"):
         prepare_batch([good, good, {**good, "payload": {"x": math.nan}}])
