@@ -83,6 +83,17 @@ def test_kill_9_during_export_keeps_previous_outputs(tmp_path) -> None:
     assert summary["counts"]["joined_rows"] > 0
 
 
+def _export_another(seq_mem_file: Path, out: Path) -> None:
+    """A second export into `out`, differing from the first in seed and formats."""
+    export(
+        seq_mem=seq_mem_file,
+        output_dir=out,
+        max_age_hours=BIG_AGE,
+        seed=2,
+        formats=["jsonl", "parquet"],
+    )
+
+
 def test_failure_while_moving_files_into_place_restores_the_previous_export(
     seq_mem_file, tmp_path, monkeypatch
 ) -> None:
@@ -101,13 +112,7 @@ def test_failure_while_moving_files_into_place_restores_the_previous_export(
 
     monkeypatch.setattr(os, "replace", flaky_replace)
     with pytest.raises(Exception, match=r"Input/output error \(.*out/val\.jsonl\)"):
-        export(
-            seq_mem=seq_mem_file,
-            output_dir=out,
-            max_age_hours=BIG_AGE,
-            seed=2,
-            formats=["jsonl", "parquet"],
-        )
+        _export_another(seq_mem_file, out)
     assert _snapshot(out) == before  # the two files already moved in were put back
     assert not list(out.glob(f"{TMP_PREFIX}*"))
 
@@ -121,13 +126,7 @@ def test_a_directory_where_an_output_goes_fails_before_anything_moves(
     (out / "val.parquet").mkdir()
     (out / "val.parquet" / "keep.txt").write_text("the user's")
     with pytest.raises(Exception, match=r"val\.parquet' is a directory"):
-        export(
-            seq_mem=seq_mem_file,
-            output_dir=out,
-            max_age_hours=BIG_AGE,
-            seed=2,
-            formats=["jsonl", "parquet"],
-        )
+        _export_another(seq_mem_file, out)
     assert _snapshot(out) == before
     assert (out / "val.parquet" / "keep.txt").read_text() == "the user's"
 
