@@ -267,15 +267,14 @@ class Scanner:
         for text in texts:
             try:
                 decoded = one(text)
-            except (msgspec.DecodeError, UnicodeError, TypeError, RecursionError):
-                decoded = _lenient_subject(name, text)
-                broken = broken or type(decoded) is _Unreadable
-            else:
                 # msgspec skips fields it was not asked for; Python's json refuses integers of
                 # more than 4300 digits anywhere, and the reference drops such events.
-                if len(text) > _INT_DIGITS_LIMIT and _LONG_INT_RE.search(text):
-                    decoded = _lenient_subject(name, text)
-                    broken = broken or type(decoded) is _Unreadable
+                lenient = len(text) > _INT_DIGITS_LIMIT and bool(_LONG_INT_RE.search(text))
+            except (msgspec.DecodeError, UnicodeError, TypeError, RecursionError):
+                lenient = True
+            if lenient:
+                decoded = _lenient_subject(name, text)
+                broken = broken or type(decoded) is _Unreadable
             append(decoded)
         if broken:
             meta, heads = self._drop_unreadable(meta, heads)

@@ -58,14 +58,10 @@ def open_for_append(path: str | os.PathLike[str]) -> tuple[int, str]:
         raise ValidationError(
             "seq_mem", f"cannot open {target!r} for appending: {reason}"
         ) from None
-    if not _is_regular(fd):
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise ValidationError("seq_mem", f"cannot append to {target!r}: not a regular file")
     return fd, target
-
-
-def _is_regular(fd: int) -> bool:
-    return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
 def write_line(fd: int, target: str, line: str) -> None:
@@ -88,20 +84,8 @@ def write_line(fd: int, target: str, line: str) -> None:
         os.close(fd)  # closing releases the lock
 
 
-def append_line(path: str | os.PathLike[str], line: str) -> None:
-    """Append one line under an exclusive lock; raises ValidationError naming the path."""
-    fd, target = open_for_append(path)
-    write_line(fd, target, line)
-
-
-def append_row(path: str | os.PathLike[str], emission: Emission, ts_ms: int) -> dict[str, Any]:
-    row = seq_mem_row(emission, ts_ms)
-    append_line(path, safe_json(row))
-    return row
-
-
 def write_row(fd: int, target: str, emission: Emission, ts_ms: int) -> dict[str, Any]:
-    """`append_row` to a file already opened with `open_for_append`."""
+    """Append the emission's seq_mem row to a file opened with `open_for_append`."""
     row = seq_mem_row(emission, ts_ms)
     write_line(fd, target, safe_json(row))
     return row
