@@ -40,3 +40,40 @@ def test_demo_cli_prints_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "token savings" in out and "hash chain intact: yes" in out
     assert "plaudit serve --db" in out
+
+
+def test_demo_refuses_a_directory_holding_user_files(tmp_path, capsys):
+    """`--dir mydir` once deleted mydir/notes.txt; `--dir .` deleted a project's src/."""
+    mydir = tmp_path / "mydir"
+    (mydir / "src").mkdir(parents=True)
+    (mydir / "notes.txt").write_text("keep me")
+    (mydir / "src" / "main.py").write_text("print('hi')")
+    assert main(["demo", "--dir", str(mydir), "--runs", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "did not write" in err and "Nothing was changed" in err
+    assert (mydir / "notes.txt").read_text() == "keep me"
+    assert (mydir / "src" / "main.py").read_text() == "print('hi')"
+    assert sorted(p.name for p in mydir.iterdir()) == ["notes.txt", "src"]
+
+
+def test_demo_rerun_keeps_files_a_user_added_to_its_directory(tmp_path):
+    d = tmp_path / "d"
+    run_demo(d, runs=50, seed=1)
+    assert (d / ".plaudit-demo").is_file()
+    (d / "my-notes.md").write_text("mine")
+    run_demo(d, runs=50, seed=1)
+    assert (d / "my-notes.md").read_text() == "mine"
+
+
+def test_demo_writes_into_an_empty_directory(tmp_path):
+    d = tmp_path / "empty"
+    d.mkdir()
+    report = run_demo(d, runs=50, seed=2)
+    assert report.log_ok and (d / "plaudit.db").is_file()
+
+
+def test_demo_refuses_a_file_as_its_directory(tmp_path, capsys):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    assert main(["demo", "--dir", str(f), "--runs", "50"]) == 2
+    assert f.read_text() == "x"

@@ -9,6 +9,7 @@ was still there, whether the books balance, and whether the router data is fit t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -20,8 +21,21 @@ from typing import Any
 import numpy as np
 
 from plaudit.core import Plaudit
+from plaudit.errors import ValidationError
 
 DEFAULT_DIR = Path(".plaudit") / "demo"
+#: The file that marks a directory as the demo's own, so a later run may replace what it wrote.
+MARKER = ".plaudit-demo"
+#: Everything a demo run writes into its directory; nothing else there is ever touched.
+_OWN_ENTRIES = (
+    "plaudit.db",
+    "plaudit.db-wal",
+    "plaudit.db-shm",
+    "plaudit.db-journal",
+    "plaudit.db.lock",
+    "plaudit.db.key",
+    "signals-export",
+)
 ROUTES = ("code", "research", "ops", "writing", "data")
 
 
@@ -55,6 +69,40 @@ def _outcome(rng: np.random.Generator, missed: int, rare_missed: int, rerouted: 
     return "success" if roll < 0.82 else "partial" if roll < 0.92 else "failure"
 
 
+def prepare_demo_dir(root: Path) -> None:
+    """Make `root` ready for a fresh demo without ever deleting a file the demo did not write.
+
+    The demo replaces its own earlier run, so `--dir` is accepted when it does not exist, is
+    empty, or carries the demo's marker; then only the demo's own entries are removed. A
+    directory holding anything else is refused: `--dir .` once deleted a user's project.
+    """
+    if root.exists() and not root.is_dir():
+        raise ValidationError("dir", f"{root} exists and is not a directory")
+    if root.is_dir():
+        entries = sorted(e.name for e in root.iterdir())
+        if entries and MARKER not in entries:
+            shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+            raise ValidationError(
+                "dir",
+                f"{root} already holds files the demo did not write ({shown}); the demo only "
+                f"writes into a new or empty directory, or one it marked itself. Nothing was "
+                f"changed. Choose another, e.g. --dir {root / 'plaudit-demo'}",
+            )
+        for name in _OWN_ENTRIES:
+            own = root / name
+            if own.is_dir() and not own.is_symlink():
+                shutil.rmtree(own)
+            elif own.exists() or own.is_symlink():
+                own.unlink()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / MARKER).write_text(
+            json.dumps({"written_by": "plaudit demo", "entries": list(_OWN_ENTRIES)}) + "\n"
+        )
+    except OSError as exc:
+        raise ValidationError("dir", f"cannot write the demo into {root}: {exc.strerror}") from None
+
+
 def run_demo(
     directory: str | os.PathLike[str] = DEFAULT_DIR,
     *,
@@ -62,14 +110,12 @@ def run_demo(
     seed: int = 7,
     on_progress: Callable[[int], None] | None = None,
 ) -> DemoReport:
-    """Run the demo in a fresh store under `directory` (anything there is replaced)."""
+    """Run the demo in a fresh store under `directory`; see `prepare_demo_dir` for what it keeps."""
     from plaudit.context.simulator import RunDetail, default_scenario, run_store
 
     started = time.perf_counter()
     root = Path(directory)
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
+    prepare_demo_dir(root)
     db = root / "plaudit.db"
     export_dir = root / "signals-export"
     rng = np.random.default_rng(seed + 1)

@@ -17,7 +17,10 @@ from plaudit.cli._common import echo_json, json_option
     default=".plaudit/demo",
     show_default=True,
     type=click.Path(file_okay=False),
-    help="Where the demo's store and exports go (replaced).",
+    help=(
+        "Where the demo's store and exports go: a new or empty directory, or an earlier "
+        "demo's (only the demo's own files are replaced)."
+    ),
 )
 @click.option("--runs", default=3000, show_default=True, type=click.IntRange(50, 100_000))
 @click.option("--seed", default=7, show_default=True, type=int)
