@@ -43,7 +43,8 @@ class Raw:
         )
 
     def rehash_from(self, start: int) -> None:
-        """Recompute every hash from `start` and the head, as a careful attacker would."""
+        """Recompute every hash and content digest from `start`, and the head, as a careful
+        attacker would."""
         from plaudit.store.chain import GENESIS
 
         prev = GENESIS
@@ -52,7 +53,11 @@ class Raw:
             if seq >= start:
                 body = "\x1f".join((id_, type_, str(ts), sess, src, payload, meta)).encode()
                 h = hashlib.sha256(prev + body).digest()
-                self.execute("UPDATE plaudit_events SET hash = ? WHERE seq = ?", (h, seq))
+                digest = hashlib.sha256("\x1f".join((type_, sess, src, payload)).encode())
+                self.execute(
+                    "UPDATE plaudit_events SET hash = ?, content_digest = ? WHERE seq = ?",
+                    (h, digest.digest(), seq),
+                )
             prev, last = bytes(h), seq
         self.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (last, prev))
 

@@ -1,6 +1,6 @@
 """The batch append's fast paths give exactly what the general code gives.
 
-`prepare_batch` inlines `prepare`'s checks, `EventLog._chain_new` inlines `Prepared.body`, and
+`prepare_batch` inlines `prepare`'s checks, `chain.chain_new_rows` inlines `Prepared.body`, and
 SQLite inserts rows through multi-row statements: each is held here to the plain version.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from plaudit import Plaudit
 from plaudit.events import Event, Prepared, prepare, prepare_batch
-from plaudit.store.chain import GENESIS
+from plaudit.store.chain import GENESIS, chain_new_rows
 from plaudit.store.log import EventLog
 from plaudit.store.projections import ProjectionManager
 from plaudit.store.schema import EVENT_COLUMNS
@@ -167,14 +167,15 @@ def test_chain_new_is_chain_for_new_events(
     log = EventLog.__new__(EventLog)  # _chain needs only the projections registry
     log.projections = ProjectionManager()
     prepared = [prepare({**f, "id": f"id-{i}"}) for i, f in enumerate(batch)]
-    fast = log._chain_new(prepared, seq, prev, bytes)
+    fast_rows, last, tip = chain_new_rows(prepared, seq, prev, bytes)
     general = log._chain(prepared, {}, seq, prev, "raise", bytes)
-    assert fast == general
-    rows = fast[0]
-    for p, row in zip(prepared, rows, strict=True):  # the inlined body is Prepared.body
+    assert (fast_rows, last, tip) == (general[0], general[3], general[4])
+    for p, row in zip(prepared, fast_rows, strict=True):  # the inlined body is Prepared.body
         assert row[-1] == hashlib.sha256(prev + p.body()).digest()
         prev = row[-1]
-    assert [e.seq for e in fast[1]] == [r[0] for r in rows if log.projections.matching(r[2])]
+    assert [e.seq for e in general[1]] == [
+        r[0] for r in fast_rows if log.projections.matching(r[2])
+    ]
 
 
 def _rows(n: int, start: int = 1) -> list[tuple[Any, ...]]:

@@ -62,6 +62,16 @@ def insert_row_with_junk_hash(raw: Raw) -> None:
 
 
 def insert_row_with_valid_hash(raw: Raw) -> None:
+    """A careful attacker: the inserted row's own hash and content_digest are both right."""
+    insert_row_with_junk_hash(raw)
+    (prev,) = raw.execute("SELECT hash FROM plaudit_events WHERE seq = 5")[0]
+    body = "\x1f".join(("fake", "test.thing.v1", "1", "s", "t", "{}", "{}")).encode()
+    h = hashlib.sha256(bytes(prev) + body).digest()
+    digest = hashlib.sha256("\x1f".join(("test.thing.v1", "s", "t", "{}")).encode()).digest()
+    raw.execute("UPDATE plaudit_events SET hash = ?, content_digest = ? WHERE seq = 6", (h, digest))
+
+
+def insert_row_with_valid_hash_but_junk_digest(raw: Raw) -> None:
     insert_row_with_junk_hash(raw)
     (prev,) = raw.execute("SELECT hash FROM plaudit_events WHERE seq = 5")[0]
     body = "\x1f".join(("fake", "test.thing.v1", "1", "s", "t", "{}", "{}")).encode()
@@ -102,6 +112,7 @@ CASES: list[tuple[Callable[[Raw], None], int, str]] = [
     (swap_rows, 3, "does not match"),
     (insert_row_with_junk_hash, 6, "does not match"),
     (insert_row_with_valid_hash, 7, "does not match"),
+    (insert_row_with_valid_hash_but_junk_digest, 6, "content_digest"),
     (delete_from_end, N - 1, "deleted from the end"),
     (append_outside, N + 1, "added outside plaudit"),
     (row_before_the_log, 1, "before the log"),

@@ -16,6 +16,7 @@ import msgspec
 
 from plaudit.errors import ValidationError
 from plaudit.ids import now_ms, uuid7
+from plaudit.store.chain import content_digest, event_body
 
 #: Largest canonical payload accepted, in bytes.
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -30,8 +31,6 @@ TYPE_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)+$")
 # Control characters, and lone surrogates (str that cannot be encoded as UTF-8).
 _BAD_TEXT_RE = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")  # e.g. from argv bytes that are not UTF-8
-
-SEP = "\x1f"  # unit separator: cannot occur in validated text fields or in encoded JSON
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,12 +198,11 @@ class Prepared(msgspec.Struct, frozen=True, gc=False):
     content_digest: bytes
 
     def body(self) -> bytes:
-        """The bytes the hash chain covers. The store rebuilds them in SQL to verify."""
+        """The bytes the hash chain covers (`plaudit.store.chain.event_body`)."""
         e = self.event
-        return (
-            f"{e.id}\x1f{e.type}\x1f{e.ts_ms}\x1f{e.session_id}\x1f{e.source}"
-            f"\x1f{self.payload_text}\x1f{self.meta_text}"
-        ).encode()
+        return event_body(
+            e.id, e.type, e.ts_ms, e.session_id, e.source, self.payload_text, self.meta_text
+        )
 
 
 def make_event(
@@ -355,8 +353,8 @@ def prepare(
         )
     # Identity for idempotency: what the event says, not when or how it travelled. A retry
     # with a new timestamp or different transport metadata is the same event.
-    digest = _sha256(f"{type_}{SEP}{e.session_id}{SEP}{e.source}{SEP}".encode() + payload_bytes)
-    return Prepared(e, payload_bytes.decode(), meta_bytes.decode(), digest.digest())
+    digest = content_digest(type_, e.session_id, e.source, payload_bytes)
+    return Prepared(e, payload_bytes.decode(), meta_bytes.decode(), digest)
 
 
 def prepare_batch(
@@ -414,6 +412,7 @@ def prepare_batch(
                     and len(data) <= max_payload_bytes
                     and len(meta_bytes) <= max_payload_bytes
                 ):
+                    # `chain.content_digest`, inlined (tests/test_chain_format.py holds them equal)
                     digest = sha(f"{type_}\x1f{session}\x1f{source}\x1f".encode() + data)
                     append(Prepared(e, data.decode(), meta_bytes.decode(), digest.digest()))
                     continue

@@ -21,6 +21,7 @@ from plaudit.errors import ValidationError
 from plaudit.events import Event, Prepared, encode_json, prepare
 from plaudit.ids import now_ms
 from plaudit.store.log import EventLog
+from plaudit.store.view import QuarantinedLine
 
 MAX_LINE_BYTES = 2 << 20
 BATCH = 5000
@@ -48,14 +49,6 @@ class ImportReport(msgspec.Struct):
     quarantined: int = 0
     blank: int = 0
     seconds: float = 0.0
-
-
-class QuarantinedLine(msgspec.Struct):
-    file: str
-    line_no: int
-    reason: str
-    raw: str
-    ts_ms: int
 
 
 _decoder = msgspec.json.Decoder(SeqMemRow)
@@ -209,7 +202,7 @@ def import_file(
                                 p.body(),
                             )
                         )
-            _quarantine(w.tx, name, bad)
+            w.quarantine_add(name, [(n, r, raw[:RAW_KEEP]) for n, r, raw in bad], now_ms())
         pending.clear()
         bad.clear()
 
@@ -244,38 +237,11 @@ def import_file(
     return report
 
 
-def _quarantine(tx: Any, file: str, bad: Sequence[tuple[int, str, bytes]]) -> None:
-    if not bad:
-        return
-    ts = now_ms()
-    tx.executemany(
-        "INSERT INTO plaudit_quarantine (file, line_no, reason, raw, raw_digest, ts_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (file, line_no, raw_digest) DO NOTHING",
-        [
-            (file, line_no, reason, raw[:RAW_KEEP], hashlib.sha256(raw).digest(), ts)
-            for line_no, reason, raw in bad
-        ],
-    )
-
-
 def quarantined(
     log: EventLog, *, file: str | None = None, limit: int = 100
 ) -> list[QuarantinedLine]:
-    sql = "SELECT file, line_no, reason, raw, ts_ms FROM plaudit_quarantine"
-    params: list[Any] = []
-    if file is not None and "\x00" in file:
-        return []  # no file name holds NUL (and PostgreSQL refuses it in text)
-    if file is not None:
-        sql += " WHERE file = ?"
-        params.append(file)
-    sql += " ORDER BY qid DESC LIMIT ?"
-    params.append(limit)
-    with log.backend.read() as tx:
-        rows = tx.fetchall(sql, params)
-    return [
-        QuarantinedLine(f, int(n), r, bytes(raw).decode("utf-8", "backslashreplace"), int(ts))
-        for f, n, r, raw, ts in reversed(rows)
-    ]
+    with log.reading() as view:
+        return view.quarantined(file=file, limit=limit)
 
 
 _row_encoder = msgspec.json.Encoder()

@@ -18,7 +18,6 @@ from plaudit.ledger.backup import backup as _backup
 from plaudit.ledger.backup import restore as _restore
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig, load_config
-from plaudit.ledger.logsql import head_for_update
 from plaudit.ledger.models import Checksum, Transaction
 from plaudit.ledger.progress import build_progress, export_progress, import_progress
 from plaudit.ledger.projection import read_state
@@ -33,6 +32,7 @@ from plaudit.ledger.sources import (
 from plaudit.ledger.spec import MAX_NAME_LEN, parse_spec
 from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
 from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -180,7 +180,7 @@ class Ledger:
     def checkpoint(self) -> dict[str, Any]:
         """Write a hashed checkpoint now, if the stored totals pass the checksum."""
         with self.p.log.writer() as w:
-            head_seq, _ = head_for_update(w.tx)
+            head_seq, _ = w.head()
             self.p.log.projections.ensure_named(w.tx, "ledger", head_seq)
             state = read_state(w.tx)
             chk = quick_checksum(w.tx, state)
@@ -343,7 +343,7 @@ class Ledger:
         info: dict[str, Any] = {}
 
         def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-            head = int(tx.scalar("SELECT seq FROM plaudit_head WHERE one = 1") or 0)
+            head, _ = LogView(tx).head()
             pendings, extras, meta = build_rules(self.config, tx, head, limit)
             info.update(meta)
             return pendings, extras

@@ -16,9 +16,7 @@ import msgspec
 from plaudit.errors import ValidationError
 from plaudit.events import Event
 from plaudit.ids import now_ms
-from plaudit.ledger.logsql import head_for_update
 from plaudit.seqmem import atomic_write
-from plaudit.store.projections import scan
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -53,13 +51,11 @@ def backup(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
 
     def write(f: IO[bytes]) -> int:
         n = 0
-        with p.backend.read() as tx:
-            seq, h = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")  # type: ignore[misc]
-            header = BackupHeader(
-                FORMAT, int(seq), f"{int(seq)}:{bytes(h).hex()}", now_ms(), p.dialect
-            )
+        with p.log.reading() as view:
+            seq, h = view.head()
+            header = BackupHeader(FORMAT, seq, f"{seq}:{h.hex()}", now_ms(), p.dialect)
             f.write(enc.encode(header) + b"\n")
-            for ev in scan(tx, until=int(seq)):
+            for ev in view.scan(until=seq):
                 f.write(enc.encode(ev) + b"\n")
                 n += 1
         return n
@@ -122,7 +118,7 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
     header, lines = _read_lines(file)
     where = str(file)
     with p.log.writer() as w:
-        head_seq, _ = head_for_update(w.tx)
+        head_seq, _ = w.head()
         if head_seq > len(lines):
             raise ValidationError(
                 "store",
@@ -130,10 +126,8 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
                 where=where,
             )
         if head_seq:
-            for seq, h in w.tx.fetchall(
-                "SELECT seq, hash FROM plaudit_events WHERE seq <= ? ORDER BY seq", (head_seq,)
-            ):
-                if bytes(h).hex() != lines[int(seq) - 1].hash:
+            for seq, h in w.hashes(1, head_seq):
+                if h.hex() != lines[seq - 1].hash:
                     raise ValidationError(
                         "store",
                         f"differs from the backup at position {seq}; restore into an empty store",
@@ -162,20 +156,16 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
                         f"landed at {r.seq} ({r.status}), not {ln.seq}",
                         where=where,
                     )
-            for seq, h in w.tx.fetchall(
-                "SELECT seq, hash FROM plaudit_events WHERE seq >= ? AND seq <= ? ORDER BY seq",
-                (chunk[0].seq, chunk[-1].seq),
-            ):
-                if bytes(h).hex() != lines[int(seq) - 1].hash:
+            for seq, h in w.hashes(chunk[0].seq, chunk[-1].seq):
+                if h.hex() != lines[seq - 1].hash:
                     raise ValidationError(
-                        f"line {int(seq) + 1}",
+                        f"line {seq + 1}",
                         f"event at position {seq} does not match its recorded hash "
                         "(the backup was altered)",
                         where=where,
                     )
-        row = w.tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-        assert row is not None
-        got = f"{int(row[0])}:{bytes(row[1]).hex()}"
+        end_seq, end_hash = w.head()
+        got = f"{end_seq}:{end_hash.hex()}"
         if got != header.head:
             raise ValidationError(
                 "file", f"re-appended events end at head {got}, not {header.head}", where=where

@@ -11,27 +11,29 @@ from typing import Any
 
 from plaudit.ids import now_ms
 from plaudit.ledger import eventtypes as et
-from plaudit.ledger.logsql import hash_at, last_of, sum_after
 from plaudit.ledger.models import Checksum, iso
 from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
 
 
 def quick_checksum(tx: Tx, state: dict[str, Any] | None) -> Checksum:
     base_total = base_count = through = 0
     cp_seq: int | None = None
     reason: str | None = None
-    cp = last_of(tx, et.CHECKPOINT)
+    log = LogView(tx)
+    cp = log.last_payload(et.CHECKPOINT)
     if cp is not None:
         cp_seq, payload = cp
         through = int(payload.get("through_seq", 0) or 0)
         base_total = int(payload.get("total", 0) or 0)
         base_count = int(payload.get("tx_count", 0) or 0)
-        if through > 0 and hash_at(tx, through) != payload.get("head_hash"):
+        if through > 0 and _hex(log.hash_at(through)) != payload.get("head_hash"):
             reason = (
                 f"the checkpoint at position {cp_seq} no longer matches the log at position "
                 f"{through}: the log was changed before it"
             )
-    s, n = sum_after(tx, through)
+    sums = log.payload_sums(et.TRANSACTION, "points", after=through)
+    s, n = sums.total, sums.count
     calculated = base_total + s
     count = base_count + n
     stored = None if state is None else int(state["total"])
@@ -43,7 +45,7 @@ def quick_checksum(tx: Tx, state: dict[str, Any] | None) -> Checksum:
         elif int(state["tx_count"]) != count:
             reason = f"stored transaction count {state['tx_count']} != {count} counted in the log"
         elif count > 0:
-            last = last_of(tx, et.TRANSACTION)
+            last = log.last_payload(et.TRANSACTION)
             rt = None if last is None else last[1].get("running_total")
             if rt != calculated:
                 reason = (
@@ -59,3 +61,7 @@ def quick_checksum(tx: Tx, state: dict[str, Any] | None) -> Checksum:
         reason=reason,
         last_validated=iso(now_ms()),
     )
+
+
+def _hex(h: bytes | None) -> str | None:
+    return None if h is None else h.hex()

@@ -18,47 +18,26 @@ from plaudit.events import make_event
 from plaudit.ids import now_ms, uuid7
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.checksum import quick_checksum
-from plaudit.ledger.logsql import field, hash_at, head_for_update, last_of
 from plaudit.ledger.models import iso
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
 from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 
-def _sums_sql(tx: Tx) -> str:
-    """Sum, rewards, penalties and count of transaction events after a position, extracting
-    the points once per row."""
-    return (
-        "SELECT COALESCE(SUM(pt), 0), COALESCE(SUM(CASE WHEN pt > 0 THEN pt END), 0),"
-        " COALESCE(SUM(CASE WHEN pt < 0 THEN pt END), 0), COUNT(*)"
-        f" FROM (SELECT {field(tx, 'points')} AS pt FROM plaudit_events"
-        " WHERE type = ? AND seq > ?) s"
-    )
-
-
 def full_sums(tx: Tx) -> dict[str, int]:
     """Recalculate from the whole log (no cap): total, rewards, penalties, count."""
-    row = tx.fetchone(_sums_sql(tx), (et.TRANSACTION, 0))
-    assert row is not None
-    return {
-        "total": int(row[0]),
-        "rewards": int(row[1]),
-        "penalties": int(row[2]),
-        "count": int(row[3]),
-    }
+    s = LogView(tx).payload_sums(et.TRANSACTION, "points")
+    return {"total": s.total, "rewards": s.positive, "penalties": s.negative, "count": s.count}
 
 
 def locate(tx: Tx) -> dict[str, Any]:
     """The first transaction where the log's running totals break, and the first row where the
     projection disagrees with the log."""
-    pts, rt = field(tx, "points"), field(tx, "running_total")
-    log_rows = tx.iterate(
-        f"SELECT seq, id, {pts}, {rt} FROM plaudit_events WHERE type = ? ORDER BY seq",
-        (et.TRANSACTION,),
-    )
+    log_rows = LogView(tx).payload_ints(et.TRANSACTION, ("points", "running_total"))
     in_log: dict[int, tuple[str, int]] = {}
     first_log: dict[str, Any] | None = None
     prev_rt = 0  # every ledger starts at zero; an opening balance is itself a transaction
@@ -112,21 +91,20 @@ def locate(tx: Tx) -> dict[str, Any]:
 def _event_at(tx: Tx, seq: int | None) -> dict[str, Any] | None:
     if seq is None:
         return None
-    row = tx.fetchone("SELECT id, type FROM plaudit_events WHERE seq = ?", (seq,))
-    return None if row is None else {"seq": seq, "id": row[0], "type": row[1]}
+    found = LogView(tx).identity_at(seq)
+    return None if found is None else {"seq": seq, "id": found[0], "type": found[1]}
 
 
 def recalculate(tx: Tx, *, base: dict[str, Any] | None) -> dict[str, int]:
     """Totals from the log: the checkpoint's plus every transaction after it (or from zero)."""
     through = 0 if base is None else int(base.get("through_seq", 0) or 0)
-    row = tx.fetchone(_sums_sql(tx), (et.TRANSACTION, through))
-    assert row is not None
+    s = LogView(tx).payload_sums(et.TRANSACTION, "points", after=through)
     b = base or {}
     return {
-        "total": int(b.get("total", 0) or 0) + int(row[0]),
-        "rewards": int(b.get("rewards", 0) or 0) + int(row[1]),
-        "penalties": int(b.get("penalties", 0) or 0) + int(row[2]),
-        "count": int(b.get("tx_count", 0) or 0) + int(row[3]),
+        "total": int(b.get("total", 0) or 0) + s.total,
+        "rewards": int(b.get("rewards", 0) or 0) + s.positive,
+        "penalties": int(b.get("penalties", 0) or 0) + s.negative,
+        "count": int(b.get("tx_count", 0) or 0) + s.count,
         "from_seq": through,
     }
 
@@ -145,7 +123,7 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
         if log_report.ok and not full:
             base = last_valid_checkpoint(tx, log_report.checked + 1)
         sums = recalculate(tx, base=base)
-        last = last_of(tx, et.TRANSACTION)
+        last = LogView(tx).last_payload(et.TRANSACTION)
         witness = None if last is None else last[1].get("running_total")
         stored = None if state is None else int(state["total"])
         reasons = []
@@ -166,23 +144,17 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
             )
         # Row by row after the checkpoint (everything, without one): ids, order and points.
         after = sums["from_seq"]
-        proj_rows = int(tx.scalar("SELECT COUNT(*) FROM ledger_tx WHERE seq > ?", (after,)) or 0)
-        log_rows = int(
-            tx.scalar(
-                "SELECT COUNT(*) FROM plaudit_events WHERE type = ? AND seq > ?",
-                (et.TRANSACTION, after),
+        projected = {
+            int(seq): (id_, int(points))
+            for seq, id_, points in tx.fetchall(
+                "SELECT seq, id, points FROM ledger_tx WHERE seq > ?", (after,)
             )
-            or 0
-        )
-        matched = int(
-            tx.scalar(
-                "SELECT COUNT(*) FROM ledger_tx t JOIN plaudit_events e ON e.seq = t.seq"
-                f" WHERE t.seq > ? AND e.type = ? AND e.id = t.id"
-                f" AND {field(tx, 'points')} = t.points",
-                (after, et.TRANSACTION),
-            )
-            or 0
-        )
+        }
+        proj_rows = len(projected)
+        log_rows = matched = 0
+        for seq, id_, points in LogView(tx).payload_ints(et.TRANSACTION, ("points",), after=after):
+            log_rows += 1
+            matched += projected.get(int(seq)) == (id_, points)
         if not proj_rows == matched == log_rows:
             reasons.append(
                 f"{matched} of {proj_rows} projected transactions after position {after} match "
@@ -212,21 +184,18 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
 
 def last_valid_checkpoint(tx: Tx, first_bad: int | None) -> dict[str, Any] | None:
     """The newest checkpoint whose anchor still matches the log and precedes any damage."""
-    rows = tx.fetchall(
-        "SELECT seq, payload FROM plaudit_events WHERE type = ? ORDER BY seq DESC",
-        (et.CHECKPOINT,),
-    )
-    for seq, payload in rows:
-        try:
-            cp = msgspec.json.decode(payload)
-        except msgspec.DecodeError:
+    log = LogView(tx)
+    for seq, cp in log.payloads_newest_first(et.CHECKPOINT):
+        if not cp:
             continue
         through = int(cp.get("through_seq", 0) or 0)
         if first_bad is not None and through >= first_bad:
             continue
-        if through and hash_at(tx, through) != cp.get("head_hash"):
-            continue
-        return {"seq": int(seq), **cp}
+        if through:
+            h = log.hash_at(through)
+            if h is None or h.hex() != cp.get("head_hash"):
+                continue
+        return {"seq": seq, **cp}
     return None
 
 
@@ -236,14 +205,8 @@ def recover_checksum(p: Plaudit) -> dict[str, Any]:
     with p.backend.read() as tx:
         cp = last_valid_checkpoint(tx, report.first_bad)
         base = 0 if cp is None else int(cp.get("through_seq", 0))
-        pts = field(tx, "points")
-        row = tx.fetchone(
-            f"SELECT COALESCE(SUM({pts}), 0), COUNT(*) FROM plaudit_events"
-            " WHERE type = ? AND seq > ?",
-            (et.TRANSACTION, base),
-        )
-        assert row is not None
-        replayed_total = (0 if cp is None else int(cp.get("total", 0))) + int(row[0])
+        replayed = LogView(tx).payload_sums(et.TRANSACTION, "points", after=base)
+        replayed_total = (0 if cp is None else int(cp.get("total", 0))) + replayed.total
         state = read_state(tx)
         stored = None if state is None else int(state["total"])
         projection_ok = stored == full_sums(tx)["total"] and locate(tx)["projection"] is None
@@ -253,7 +216,7 @@ def recover_checksum(p: Plaudit) -> dict[str, Any]:
         rebuilt = True
     return {
         "checkpoint_seq": None if cp is None else cp["seq"],
-        "replayed_transactions": int(row[1]),
+        "replayed_transactions": replayed.count,
         "replayed_total": replayed_total,
         "stored_total_before": stored,
         "projection_rebuilt": rebuilt,
@@ -270,7 +233,7 @@ def audit(
     steps: dict[str, Any] = {}
     # 1. freeze: every other writer now refuses until the resume below.
     with p.log.writer() as w:
-        head_seq, _ = head_for_update(w.tx)
+        head_seq, _ = w.head()
         p.log.projections.ensure_named(w.tx, "ledger", head_seq)
         before = read_state(w.tx)
         was_halted = bool(before and before["halted"])
@@ -292,7 +255,7 @@ def audit(
     report = verify(p, full=True, locate_on_failure=False)
     with p.backend.read() as tx:
         sums = full_sums(tx)
-        last = last_of(tx, et.TRANSACTION)
+        last = LogView(tx).last_payload(et.TRANSACTION)
         discrepancy = locate(tx)
         chk = quick_checksum(tx, read_state(tx))
     witness = sums["total"] if last is None else int(last[1].get("running_total", 0) or 0)

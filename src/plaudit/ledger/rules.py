@@ -10,11 +10,11 @@ from typing import Any
 
 from plaudit.events import Event, StoredEvent, make_event
 from plaudit.ledger.config import LedgerConfig, Rule
-from plaudit.ledger.logsql import last_of
 from plaudit.ledger.spec import MAX_ACTION_LEN, Spec
 from plaudit.ledger.writing import Pending
 from plaudit.store.backend import Tx
 from plaudit.store.projections import scan
+from plaudit.store.view import LogView
 
 RULES_CURSOR = "plaudit.ledger.rules.cursor.v1"
 
@@ -69,7 +69,7 @@ def pending_for(rule: Rule, ev: StoredEvent, cfg: LedgerConfig) -> Pending:
 def build_rules(
     cfg: LedgerConfig, tx: Tx, head_seq: int, limit: int | None = None
 ) -> tuple[list[Pending], list[Event], dict[str, Any]]:
-    last = last_of(tx, RULES_CURSOR)
+    last = LogView(tx).last_payload(RULES_CURSOR)
     cursor = 0 if last is None else int(last[1].get("seq", 0) or 0)
     types = sorted({r.type for r in cfg.rules})
     pendings: list[Pending] = []

@@ -19,12 +19,12 @@ from plaudit.ids import uuid7
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig
-from plaudit.ledger.logsql import head_for_update
 from plaudit.ledger.models import TX_COLUMNS, Transaction, iso, tx_from_row
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.sources import cross_reference, lookup
 from plaudit.ledger.spec import Spec
 from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -72,15 +72,9 @@ def _existing(tx: Tx, ids: list[str]) -> dict[str, tuple[Any, ...]]:
     """Committed transactions among `ids`, found through the log's id index (the projection
     keeps no index on ids, which makes bulk recording cheaper)."""
     found: dict[str, tuple[Any, ...]] = {}
-    for i in range(0, len(ids), _CHUNK):
-        chunk = ids[i : i + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        seqs = [
-            r[0]
-            for r in tx.fetchall(f"SELECT seq FROM plaudit_events WHERE id IN ({marks})", chunk)
-        ]
-        if not seqs:
-            continue
+    positions = list(LogView(tx).positions(ids).values())
+    for i in range(0, len(positions), _CHUNK):
+        seqs = positions[i : i + _CHUNK]
         marks = ",".join("?" * len(seqs))
         for row in tx.fetchall(f"SELECT {TX_COLUMNS} FROM ledger_tx WHERE seq IN ({marks})", seqs):
             found[row[1]] = row
@@ -125,7 +119,7 @@ class LedgerWriter:
         out: list[Transaction] = []
         with self.p.log.writer() as w:
             tx = w.tx
-            head_seq, _ = head_for_update(tx)
+            head_seq, _ = w.head()
             self.p.log.projections.ensure_named(tx, "ledger", head_seq)
             state = read_state(tx)
             if state is not None and state["halted"] and not force:
@@ -272,9 +266,8 @@ class LedgerWriter:
         due = int(state["tx_count"]) - int(state["last_checkpoint_count"])
         if not force and due < self.config.checkpoint_every:
             return False
-        row = w.tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-        assert row is not None
-        through, head = int(row[0]), bytes(row[1]).hex()
+        through, tip = w.head()
+        head = tip.hex()
         w.append(
             make_event(
                 et.CHECKPOINT,

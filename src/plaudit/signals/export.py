@@ -238,14 +238,10 @@ def collect_log(
     progress: Progress | None,
 ) -> Collector:
     col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
-    # Straight from the table, in log order, without building an event object per row.
-    upper = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
-    sql = (
-        "SELECT type, ts_ms, session_id, payload FROM plaudit_events "
-        "WHERE type >= ? AND type < ? ORDER BY seq"
-    )
-    with plaudit.backend.read() as tx:
-        col.feed_rows(tx.iterate(sql, (PREFIX, upper)), progress=progress)
+    # Raw columns in log order, without building an event object per row.
+    with plaudit.log.reading() as view:
+        rows = view.scan_columns(("type", "ts_ms", "session_id", "payload"), types=[PREFIX])
+        col.feed_rows(rows, progress=progress)
     return col
 
 

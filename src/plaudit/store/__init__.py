@@ -1,24 +1,38 @@
-"""Storage: the event log, its backends and the projection mechanism."""
+"""Storage: the event log, its backends and the projection mechanism.
 
-from plaudit.store.backend import Backend, Tx
-from plaudit.store.log import (
-    AppendResult,
-    BatchResult,
-    EventLog,
-    Head,
-    LogStats,
-    VerifyReport,
-    Writer,
-)
-from plaudit.store.projections import Projection, register_projection, unregister_projection
+Names are resolved on first use: `plaudit.events` imports the chain format from
+`plaudit.store.chain`, and an eager import of the log here would import `events` back.
+"""
 
-__all__ = [
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "AppendResult": "plaudit.store.log",
+    "BatchResult": "plaudit.store.log",
+    "EventLog": "plaudit.store.log",
+    "Head": "plaudit.store.log",
+    "LogStats": "plaudit.store.log",
+    "VerifyReport": "plaudit.store.log",
+    "Writer": "plaudit.store.log",
+    "LogView": "plaudit.store.view",
+    "Backend": "plaudit.store.backend",
+    "Tx": "plaudit.store.backend",
+    "Projection": "plaudit.store.projections",
+    "register_projection": "plaudit.store.projections",
+    "unregister_projection": "plaudit.store.projections",
+}
+
+__all__ = [  # noqa: RUF022 - grouped as _WHERE is
     "AppendResult",
     "Backend",
     "BatchResult",
     "EventLog",
     "Head",
     "LogStats",
+    "LogView",
     "Projection",
     "Tx",
     "VerifyReport",
@@ -26,3 +40,26 @@ __all__ = [
     "register_projection",
     "unregister_projection",
 ]
+
+if TYPE_CHECKING:
+    from plaudit.store.backend import Backend, Tx
+    from plaudit.store.log import (
+        AppendResult,
+        BatchResult,
+        EventLog,
+        Head,
+        LogStats,
+        VerifyReport,
+        Writer,
+    )
+    from plaudit.store.projections import Projection, register_projection, unregister_projection
+    from plaudit.store.view import LogView
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plaudit.store' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

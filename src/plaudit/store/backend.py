@@ -93,6 +93,10 @@ class Tx(ABC):
         marks = ",".join("?" * len(columns))
         self.executemany(f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows)
 
+    @abstractmethod
+    def json_field(self, column: str, name: str, cast: Literal["int", "text"] = "int") -> str:
+        """SQL for the top-level field `name` of the JSON text in `column`, as int or text."""
+
 
 class Backend(ABC):
     """A connection factory with one connection per thread."""
@@ -117,10 +121,40 @@ class Backend(ABC):
                 self._all.append(conn)
         return conn
 
+    #: True when appends that find the write lock taken can be made durable in the intake
+    #: table and sequenced by whoever holds it (see docs/log.md, "How an append flows").
+    has_intake: bool = False
+
     @abstractmethod
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        """A transaction holding the log's single write lock; commits on success."""
+        """A transaction holding the log's write lock (the sequencer lease) from its first
+        statement, across threads, processes and hosts; commits on success."""
+
+    @contextmanager
+    def try_write(self) -> Iterator[Tx | None]:
+        """`write()` if the lease is free right now, else None (and no transaction)."""
+        with self.write() as tx:
+            yield tx
+
+    def notify_sequenced(self, tx: Tx) -> None:  # noqa: B027 - only intake backends need it
+        """Tell waiting appenders, when `tx` commits, that a sequencing pass ran."""
+
+    def sequenced_mark(self) -> int:
+        """A token to pass to `wait_sequenced`, taken before checking what is sequenced."""
+        return 0
+
+    def wait_sequenced(self, mark: int, timeout: float) -> None:
+        """Wait until a sequencing pass has committed since `mark`, or `timeout` seconds."""
+        import time
+
+        time.sleep(timeout)
+
+    @contextmanager
+    def intake(self) -> Iterator[Tx]:
+        """A plain write transaction without the lease, for the intake table."""
+        raise NotImplementedError(f"{self.dialect} has no intake")
+        yield  # pragma: no cover
 
     @abstractmethod
     @contextmanager
@@ -142,10 +176,6 @@ class Backend(ABC):
     @contextmanager
     def _read_on(self, conn: Any) -> Iterator[Tx]:
         """A read-only snapshot on `conn`."""
-
-    @abstractmethod
-    def body_sql(self) -> str:
-        """SQL expression that rebuilds an event's hashed bytes from its columns."""
 
     def close(self) -> None:
         with self._all_lock:

@@ -1,17 +1,29 @@
 """The append-only, hash-chained event log: the single source of truth.
 
-Each committed event at position `seq` stores ``hash = sha256(hash[seq-1] || body)``, where
-`body` is the event's columns joined by a separator (see `plaudit.events.Prepared.body`).
-Verification rebuilds `body` from the columns in SQL, so editing any column, deleting,
-inserting or reordering rows breaks the chain at the first affected position. A head digest
-(`length:hash`) given out earlier proves later that nothing before it changed.
+How an append flows (docs/log.md has the whole story and each guarantee's test):
+
+1. The events are validated and encoded (`plaudit.events.prepare_batch`).
+2. Appenders of one process meet in a group commit: whoever holds the leader lock writes
+   every request queued so far in one transaction, each under its own savepoint.
+3. That transaction asks for the sequencer lease (`Backend.try_write`). With it, the writer
+   first sequences any pending intake, then gives its own events positions, extends the hash
+   chain, applies the projections and commits: one commit, as with a single writer.
+4. Without it (PostgreSQL, when another host holds the lease), the events are made durable in
+   the intake table instead: one plain commit, idempotent by id, no global lock. The appender
+   then waits, taking the lease itself whenever it is free, until a sequencing pass has given
+   them positions, and only then returns, so a caller always reads its own write.
+
+Readers see sequenced events only; pending intake is invisible until a pass sequences it.
+The chain format lives in `plaudit.store.chain`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import repeat
@@ -20,19 +32,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from plaudit.errors import ConflictError, IntegrityError, ValidationError
+from plaudit.errors import ConflictError, IntegrityError, PlauditError, ValidationError
 from plaudit.events import Event, Prepared, StoredEvent, prepare, prepare_batch
 from plaudit.store import chain
 from plaudit.store.backend import Backend, Tx
-from plaudit.store.chain import GENESIS, RangeResult, check_rows, range_sql
-from plaudit.store.projections import (
-    EVENT_SELECT,
-    ProjectionManager,
-    _row_to_event,
-    scan,
-    type_condition,
-)
+from plaudit.store.chain import GENESIS, RangeResult, chain_new_rows, check_rows, range_sql
+from plaudit.store.projections import ProjectionManager, _row_to_event
 from plaudit.store.schema import EVENT_COLUMNS, create_schema, schema_current
+from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     import subprocess
@@ -40,7 +47,6 @@ if TYPE_CHECKING:
 Status = Literal["appended", "present", "conflict"]
 OnConflict = Literal["raise", "skip"]
 
-_ID_CHUNK = 500
 _ROW_ID = itemgetter(1)  # a row's id column (see EVENT_COLUMNS)
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 #: Logs shorter than this are verified in one pass: a worker costs more than it saves.
@@ -127,17 +133,26 @@ class LogStats(msgspec.Struct):
     quarantined: int
 
 
-def _chunks(seq: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(seq), n):
-        yield seq[i : i + n]
+def _by_batch(rows: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    """Intake rows (sorted by intake number) grouped by the append call that made them, in
+    the order their first rows arrived (concurrent calls' numbers interleave)."""
+    groups: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        groups.setdefault(row[9], []).append(row)
+    yield from groups.values()
 
 
-class Writer:
-    """The log inside one write transaction: read state, then append, atomically."""
+class Writer(LogView):
+    """The log inside one write transaction, under the lease: read state, then append, atomically.
+
+    Every read operation of `LogView` is available and sees this transaction's own appends.
+    """
+
+    __slots__ = ("log",)
 
     def __init__(self, log: EventLog, tx: Tx) -> None:
+        super().__init__(tx)
         self.log = log
-        self.tx = tx
 
     def append(self, event: Event | Mapping[str, Any]) -> AppendResult:
         return self.append_batch([event]).results[0]
@@ -154,6 +169,29 @@ class Writer:
         return self.log._write(self.tx, prepared, on_conflict)
 
 
+class _Request:
+    """One append call waiting for its turn in a group commit."""
+
+    __slots__ = ("batch", "done", "error", "on_conflict", "prepared", "present", "result")
+
+    def __init__(self, prepared: list[Prepared], on_conflict: OnConflict) -> None:
+        self.prepared = prepared
+        self.on_conflict = on_conflict
+        self.result: BatchResult | None = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.batch = ""
+        self.present: dict[str, int] = {}
+
+
+#: Pending intake rows one sequencing pass takes at a time.
+DRAIN_CHUNK = 5000
+#: How long a waiting appender sleeps between checks when no notification arrives.
+WAIT_POLL_S = 0.05
+#: Give up waiting for a sequencer after this long (a stuck lease holder, not a slow one).
+WAIT_LIMIT_S = 120.0
+
+
 class EventLog:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
@@ -165,6 +203,10 @@ class EventLog:
         self._head_sql = "SELECT seq, hash FROM plaudit_head WHERE one = 1" + (
             " FOR UPDATE" if backend.dialect == "postgres" else ""
         )
+        # Group commit: appenders of this process queue here; one leader writes them all.
+        self._queue: list[_Request] = []
+        self._queue_lock = threading.Lock()
+        self._leader = threading.Lock()
 
     # -- set-up -------------------------------------------------------------------------
     def init(self) -> None:
@@ -183,15 +225,22 @@ class EventLog:
 
     @contextmanager
     def writer(self) -> Iterator[Writer]:
-        """Hold the write lock: what you read here cannot change before your append commits."""
+        """Hold the write lock from the first line: nothing you read here can change before
+        your appends commit, on any backend. Pending intake is sequenced first, so the
+        writer sees every acknowledged event."""
         with self.backend.write() as tx:
+            self._drain(tx)
             yield Writer(self, tx)
 
+    @contextmanager
+    def reading(self) -> Iterator[LogView]:
+        """A consistent read-only view of the sequenced log."""
+        with self.backend.read() as tx:
+            yield LogView(tx)
+
     def append(self, event: Event | Mapping[str, Any]) -> AppendResult:
-        """Append one event; returns once it is durable. Idempotent by id."""
-        prepared = [prepare(event)]
-        with self.backend.write() as tx:
-            return self._write(tx, prepared, "raise").results[0]
+        """Append one event; returns once it is durable and sequenced. Idempotent by id."""
+        return self._submit([prepare(event)], "raise").results[0]
 
     def append_batch(
         self, events: Iterable[Event | Mapping[str, Any]], *, on_conflict: OnConflict = "raise"
@@ -200,28 +249,260 @@ class EventLog:
         prepared = self.prepare_all(events)
         if not prepared:
             return BatchResult([])
+        return self._submit(prepared, on_conflict)
+
+    def sequence(self) -> int:
+        """Give positions to pending intake now (appends that were durable but whose appender
+        died before they were sequenced); returns how many. Any append does this too."""
+        if not self.backend.has_intake:
+            return 0
         with self.backend.write() as tx:
-            return self._write(tx, prepared, on_conflict)
+            return self._drain(tx)
 
-    def _existing(self, tx: Tx, ids: list[str]) -> dict[str, tuple[bytes, int]]:
-        found: dict[str, tuple[bytes, int]] = {}
-        for chunk in _chunks(ids, _ID_CHUNK):
-            marks = ",".join("?" * len(chunk))
-            for id_, digest, seq in tx.fetchall(
-                f"SELECT id, content_digest, seq FROM plaudit_events WHERE id IN ({marks})", chunk
-            ):
-                found[id_] = (bytes(digest), seq)
-        return found
+    def _submit(self, prepared: list[Prepared], on_conflict: OnConflict) -> BatchResult:
+        """Group commit: whoever holds the leader lock writes every queued request at once."""
+        req = _Request(prepared, on_conflict)
+        with self._queue_lock:
+            self._queue.append(req)
+        with self._leader:
+            if not req.done:
+                with self._queue_lock:
+                    group, self._queue = self._queue, []
+                try:
+                    self._commit_group(group)
+                except BaseException as exc:
+                    for r in group:
+                        if not r.done:
+                            r.error, r.done = exc, True
+                    if not isinstance(exc, Exception):
+                        raise
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
 
+    def _commit_group(self, group: list[_Request]) -> None:
+        if not self.backend.has_intake:
+            with self.backend.write() as tx:
+                outcomes = self._run_group(tx, group)
+            self._deliver(group, outcomes)
+            return
+        with self.backend.try_write() as tx:
+            if tx is not None:
+                self._drain(tx)
+                outcomes = self._run_group(tx, group)
+        if tx is not None:
+            self._deliver(group, outcomes)
+            return
+        # The lease is busy: make the requests durable in the intake table, then wait until
+        # the lease holder (or this process, once it gets the lease) has sequenced them.
+        waiting = self._enqueue(group)
+        if waiting:
+            self._await_sequenced(waiting)
+
+    @staticmethod
+    def _deliver(
+        group: list[_Request], outcomes: list[tuple[BatchResult | None, BaseException | None]]
+    ) -> None:
+        for r, (result, error) in zip(group, outcomes, strict=True):
+            r.result, r.error, r.done = result, error, True
+
+    def _run_group(
+        self, tx: Tx, group: list[_Request]
+    ) -> list[tuple[BatchResult | None, BaseException | None]]:
+        """Write each request in turn; one that fails is undone alone (a savepoint each)."""
+        if len(group) == 1:
+            r = group[0]
+            return [(self._write(tx, r.prepared, r.on_conflict), None)]
+        out: list[tuple[BatchResult | None, BaseException | None]] = []
+        for r in group:
+            tx.execute("SAVEPOINT plaudit_request")
+            try:
+                out.append((self._write(tx, r.prepared, r.on_conflict), None))
+            except PlauditError as exc:
+                tx.execute("ROLLBACK TO SAVEPOINT plaudit_request")
+                out.append((None, exc))
+            tx.execute("RELEASE SAVEPOINT plaudit_request")
+        return out
+
+    # -- the intake path (backends with `has_intake`) -------------------------------------
+    def _enqueue(self, group: list[_Request]) -> list[_Request]:
+        """Insert the group's new events into the intake table in one commit; returns the
+        requests that now wait for sequencing (the others are done: all present, or refused)."""
+        waiting: list[_Request] = []
+        with self.backend.intake() as tx:
+            for r in group:
+                try:
+                    if self._enqueue_one(tx, r):
+                        waiting.append(r)
+                except PlauditError as exc:
+                    r.error, r.done = exc, True
+        return waiting
+
+    def _enqueue_one(self, tx: Any, r: _Request) -> bool:
+        strict = r.on_conflict == "raise"
+        r.batch = uuid.uuid4().hex
+        view = LogView(tx)
+        committed = view.existing(p.event.id for p in r.prepared)
+        pending = tx.intake_digests([p.event.id for p in r.prepared])
+        rows: list[tuple[Any, ...]] = []
+        mine: dict[str, bytes] = {}
+        results: list[AppendResult] = []
+        for p in r.prepared:
+            e = p.event
+            known = committed.get(e.id)
+            digest = known[0] if known else pending.get(e.id, mine.get(e.id))
+            if digest is not None and digest != p.content_digest:
+                if strict:
+                    raise ConflictError(e.id)
+                results.append(AppendResult(e.id, known[1] if known else None, "conflict"))
+                continue
+            if known is not None:
+                r.present[e.id] = known[1]
+                continue
+            if e.id in pending or e.id in mine:
+                continue
+            mine[e.id] = p.content_digest
+            rows.append(
+                (
+                    e.id,
+                    e.type,
+                    e.ts_ms,
+                    e.session_id,
+                    e.source,
+                    p.payload_text,
+                    p.meta_text,
+                    p.content_digest,
+                    r.batch,
+                    strict,
+                )
+            )
+        if rows:
+            tx.execute("SAVEPOINT plaudit_intake")
+            inserted = tx.intake_put(rows)
+            lost = [row[0] for row in rows if row[0] not in inserted]
+            if lost:  # another appender's row with this id committed meanwhile
+                theirs = tx.intake_digests(lost)
+                for id_ in lost:
+                    if theirs.get(id_, mine[id_]) != mine[id_] and strict:
+                        tx.execute("ROLLBACK TO SAVEPOINT plaudit_intake")
+                        raise ConflictError(id_)
+            tx.execute("RELEASE SAVEPOINT plaudit_intake")
+        if not rows and not any(p.event.id in pending for p in r.prepared):
+            r.result = self._resolve_from(r, committed, {})
+            r.done = r.error is not None or r.result is not None
+            return not r.done
+        return True
+
+    def _await_sequenced(self, waiting: list[_Request]) -> None:
+        """Wait for a sequencing pass to cover every waiting request, taking the lease to run
+        one whenever it is free (so nothing waits on a sequencer that is not there)."""
+        ids = [p.event.id for r in waiting for p in r.prepared]
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while True:
+            mark = self.backend.sequenced_mark()
+            with self.backend.try_write() as tx:
+                if tx is not None:
+                    self._drain(tx)
+            with self.backend.read() as tx:
+                found = LogView(tx).existing(ids)
+                left = [i for i in ids if i not in found]
+                pending = set(tx.intake_digests(left)) if left else set()
+            if not pending:
+                for r in waiting:
+                    r.result = self._resolve_from(r, found, r.present)
+                    r.done = True
+                return
+            if time.monotonic() > deadline:
+                raise IntegrityError(
+                    f"{len(pending)} appended events were taken in but not sequenced within "
+                    f"{WAIT_LIMIT_S:.0f} s: the lease holder is stuck; they stay durable and "
+                    "the next append sequences them"
+                )
+            self.backend.wait_sequenced(mark, WAIT_POLL_S)
+
+    @staticmethod
+    def _resolve_from(
+        r: _Request, found: dict[str, tuple[bytes, int]], present: dict[str, int]
+    ) -> BatchResult | None:
+        """The results of a request whose events are sequenced (or refused as a batch)."""
+        results: list[AppendResult] = []
+        seen: set[str] = set()
+        for p in r.prepared:
+            id_ = p.event.id
+            hit = found.get(id_)
+            if hit is None:
+                # A strict batch the sequencer refused whole: another of its ids conflicted.
+                bad = next(
+                    (
+                        q.event.id
+                        for q in r.prepared
+                        if q.event.id in found and found[q.event.id][0] != q.content_digest
+                    ),
+                    id_,
+                )
+                r.error = ConflictError(bad)
+                return None
+            if hit[0] != p.content_digest:
+                if r.on_conflict == "raise":
+                    r.error = ConflictError(id_)
+                    return None
+                results.append(AppendResult(id_, hit[1], "conflict"))
+                continue
+            status: Status = "present" if (id_ in present or id_ in seen) else "appended"
+            seen.add(id_)
+            results.append(AppendResult(id_, hit[1], status))
+        return BatchResult(results)
+
+    def _drain(self, tx: Tx) -> int:
+        """Sequence pending intake under the lease, oldest first, one batch at a time."""
+        if not self.backend.has_intake:
+            return 0
+        total = 0
+        while True:
+            rows = tx.intake_take(DRAIN_CHUNK)  # type: ignore[attr-defined]
+            if not rows:
+                break
+            total += len(rows)
+            for batch in _by_batch(rows):
+                strict = bool(batch[0][10])
+                prepared = [
+                    Prepared(
+                        Event(
+                            id=id_,
+                            type=type_,
+                            ts_ms=int(ts),
+                            session_id=session,
+                            source=source,
+                            payload=msgspec.json.decode(payload),
+                            meta=msgspec.json.decode(meta),
+                        ),
+                        payload,
+                        meta,
+                        bytes(digest),
+                    )
+                    for _, id_, type_, ts, session, source, payload, meta, digest, _, _ in batch
+                ]
+                tx.execute("SAVEPOINT plaudit_drain")
+                try:
+                    self._write(tx, prepared, "raise" if strict else "skip")
+                except ConflictError:
+                    tx.execute("ROLLBACK TO SAVEPOINT plaudit_drain")
+                tx.execute("RELEASE SAVEPOINT plaudit_drain")
+        if total:
+            self.backend.notify_sequenced(tx)
+        return total
+
+    # -- the sequenced write (under the lease) --------------------------------------------
     def _write(self, tx: Tx, prepared: list[Prepared], on_conflict: OnConflict) -> BatchResult:
-        head_seq, prev = tx.fetchone(self._head_sql)  # takes the lock on PostgreSQL
+        head_seq, prev = tx.fetchone(self._head_sql)  # FOR UPDATE: older writers' lock
         head_seq, prev = int(head_seq), bytes(prev)
         # Optimistic path: most batches are all new, so skip looking their ids up and let the
         # unique index object if one is not. On that (rare) objection, undo to the savepoint
         # and redo the batch with the lookup; stay careful until a batch is all new again.
         # A repeated id within the batch is left to the index too: the careful path sorts it out.
         if self._optimistic and prepared:
-            rows, stored, results, seq, tip = self._chain_new(prepared, head_seq, prev, tx.blob)
+            rows, seq, tip = chain_new_rows(prepared, head_seq, prev, tx.blob)
             tx.execute("SAVEPOINT plaudit_append")
             try:
                 tx.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
@@ -231,8 +512,17 @@ class EventLog:
                 self._optimistic = False
             else:
                 tx.execute("RELEASE SAVEPOINT plaudit_append")
-                return self._finish(tx, rows, stored, results, seq, tip)
-        existing = self._existing(tx, list({p.event.id for p in prepared}))
+                stored = self._stored(prepared, rows)
+                results = list(
+                    map(
+                        AppendResult,
+                        map(_ROW_ID, rows),
+                        range(head_seq + 1, seq + 1),
+                        repeat("appended"),
+                    )
+                )
+                return self._finish(tx, stored, results, seq, tip)
+        existing = LogView(tx).existing(p.event.id for p in prepared)
         self._optimistic = self._try_optimistic and not existing
         rows, stored, results, seq, tip = self._chain(
             prepared, existing, head_seq, prev, on_conflict, tx.blob
@@ -247,82 +537,45 @@ class EventLog:
                 f"position {head_seq + 1} is already taken but the log's head says {head_seq}: "
                 "rows were added outside plaudit; run `plaudit log verify`"
             ) from None
-        return self._finish(tx, rows, stored, results, seq, tip)
+        return self._finish(tx, stored, results, seq, tip)
 
     def _finish(
         self,
         tx: Tx,
-        rows: list[tuple[Any, ...]],
         stored: list[StoredEvent],
         results: list[AppendResult],
         seq: int,
         tip: bytes,
     ) -> BatchResult:
-        tx.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (seq, tip))
+        tx.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (seq, tx.blob(tip)))
         self.projections.apply(tx, stored)
         return BatchResult(results)
 
-    def _chain_new(
-        self, prepared: list[Prepared], seq: int, prev: bytes, blob: Callable[[bytes], Any]
-    ) -> tuple[list[tuple[Any, ...]], list[StoredEvent], list[AppendResult], int, bytes]:
-        """`_chain` for a batch taken to be all new, distinct ids: the same rows, less work.
-
-        The batch append's hot loop, so `Prepared.body` is inlined (a test holds the two
-        equal). If an id is not new after all, the unique index refuses the insert and the
-        batch goes through `_chain`.
-        """
-        rows: list[tuple[Any, ...]] = []
-        add = rows.append
+    def _stored(self, prepared: list[Prepared], rows: list[tuple[Any, ...]]) -> list[StoredEvent]:
+        """The committed events the projections consume (only types some projection wants)."""
         stored: list[StoredEvent] = []
-        sha = hashlib.sha256
-        first = seq + 1
-        matching_cache: dict[str, bool] = {}
+        cache: dict[str, bool] = {}
         matching = self.projections.matching
-        for p in prepared:
+        for p, row in zip(prepared, rows, strict=True):
             e = p.event
-            id_, type_, ts, session, source = e.id, e.type, e.ts_ms, e.session_id, e.source
-            payload_text, meta_text = p.payload_text, p.meta_text
-            seq += 1
-            body = (
-                f"{id_}\x1f{type_}\x1f{ts}\x1f{session}\x1f{source}"
-                f"\x1f{payload_text}\x1f{meta_text}"
-            ).encode()
-            prev = sha(prev + body).digest()
-            add(
-                (
-                    seq,
-                    id_,
-                    type_,
-                    ts,
-                    session,
-                    source,
-                    payload_text,
-                    meta_text,
-                    blob(p.content_digest),
-                    blob(prev),
-                )
-            )
-            m = matching_cache.get(type_)
+            m = cache.get(e.type)
             if m is None:
-                m = matching_cache[type_] = bool(matching(type_))
+                m = cache[e.type] = bool(matching(e.type))
             if m:
                 stored.append(
                     StoredEvent(
-                        seq=seq,
-                        id=id_,
-                        type=type_,
-                        ts_ms=ts,
-                        session_id=session,
-                        source=source,
+                        seq=row[0],
+                        id=e.id,
+                        type=e.type,
+                        ts_ms=e.ts_ms,
+                        session_id=e.session_id,
+                        source=e.source,
                         payload=e.payload,
                         meta=e.meta,
-                        hash=prev.hex(),
+                        hash=bytes(row[9]).hex(),
                     )
                 )
-        results = list(
-            map(AppendResult, map(_ROW_ID, rows), range(first, seq + 1), repeat("appended"))
-        )
-        return rows, stored, results, seq, prev
+        return stored
 
     def _chain(
         self,
@@ -335,11 +588,8 @@ class EventLog:
     ) -> tuple[list[tuple[Any, ...]], list[StoredEvent], list[AppendResult], int, bytes]:
         """Number and hash the new events; sort out the ones already committed."""
         results: list[AppendResult] = []
-        rows: list[tuple[Any, ...]] = []
-        stored: list[StoredEvent] = []
-        sha = hashlib.sha256
-        matching_cache: dict[str, bool] = {}
-        matching = self.projections.matching
+        new: list[Prepared] = []
+        existing = dict(existing)
         for p in prepared:
             e = p.event
             hit = existing.get(e.id)
@@ -351,59 +601,24 @@ class EventLog:
                     raise ConflictError(e.id)
                 results.append(AppendResult(e.id, hit[1], "conflict"))
                 continue
-            seq += 1
-            h = sha(prev + p.body()).digest()
-            prev = h
-            existing[e.id] = (p.content_digest, seq)
-            rows.append(
-                (
-                    seq,
-                    e.id,
-                    e.type,
-                    e.ts_ms,
-                    e.session_id,
-                    e.source,
-                    p.payload_text,
-                    p.meta_text,
-                    blob(p.content_digest),
-                    blob(h),
-                )
-            )
-            results.append(AppendResult(e.id, seq, "appended"))
-            m = matching_cache.get(e.type)
-            if m is None:
-                m = matching_cache[e.type] = bool(matching(e.type))
-            if m:
-                stored.append(
-                    StoredEvent(
-                        seq=seq,
-                        id=e.id,
-                        type=e.type,
-                        ts_ms=e.ts_ms,
-                        session_id=e.session_id,
-                        source=e.source,
-                        payload=e.payload,
-                        meta=e.meta,
-                        hash=h.hex(),
-                    )
-                )
-        return rows, stored, results, seq, prev
+            existing[e.id] = (p.content_digest, seq + len(new) + 1)
+            results.append(AppendResult(e.id, seq + len(new) + 1, "appended"))
+            new.append(p)
+        rows, last, tip = chain_new_rows(new, seq, prev, blob)
+        return rows, self._stored(new, rows), results, last, tip
 
     # -- reading ------------------------------------------------------------------------
     def head(self) -> Head:
-        with self.backend.read() as tx:
-            seq, h = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-        return Head(int(seq), bytes(h).hex())
+        with self.reading() as view:
+            seq, h = view.head()
+        return Head(seq, h.hex())
 
     def __len__(self) -> int:
         return self.head().length
 
     def get(self, event_id: str) -> StoredEvent | None:
-        if not isinstance(event_id, str) or "\x00" in event_id:
-            return None  # no committed id can hold it (and PostgreSQL refuses NUL in text)
-        with self.backend.read() as tx:
-            row = tx.fetchone(f"{EVENT_SELECT} WHERE id = ?", (event_id,))
-        return None if row is None else _row_to_event(row)
+        with self.reading() as view:
+            return view.get(event_id)
 
     def replay(
         self,
@@ -413,45 +628,27 @@ class EventLog:
         until_seq: int | None = None,
     ) -> Iterator[StoredEvent]:
         """Stream committed events in log order; `types` are type prefixes."""
-        with self.backend.read() as tx:
-            yield from scan(tx, after=after_seq, until=until_seq, prefixes=types)
+        with self.reading() as view:
+            yield from view.scan(after=after_seq, until=until_seq, types=types)
 
     def tail(self, n: int = 10, *, types: Sequence[str] | None = None) -> list[StoredEvent]:
         """The last `n` events, oldest first."""
-        with self.backend.read() as tx:
-            if types:
-                cond, params = type_condition(types)
-                rows = tx.fetchall(
-                    f"{EVENT_SELECT} WHERE {cond} ORDER BY seq DESC LIMIT ?", [*params, n]
-                )
-            else:
-                rows = tx.fetchall(f"{EVENT_SELECT} ORDER BY seq DESC LIMIT ?", (n,))
+        with self.reading() as view:
+            rows = view.tail(n, types=types)
         return [_row_to_event(r) for r in reversed(rows)]
 
     def stats(self) -> LogStats:
-        with self.backend.read() as tx:
-            seq, h = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-            by_type = {
-                t: int(n)
-                for t, n in tx.fetchall(
-                    "SELECT type, COUNT(*) FROM plaudit_events GROUP BY type ORDER BY type"
-                )
-            }
-            sessions, first, last = tx.fetchone(
-                "SELECT COUNT(DISTINCT session_id), MIN(ts_ms), MAX(ts_ms) FROM plaudit_events"
-            )
-            projections = {
-                n: int(a)
-                for n, a in tx.fetchall(
-                    "SELECT name, applied_seq FROM plaudit_projections ORDER BY name"
-                )
-            }
-            quarantined = int(tx.scalar("SELECT COUNT(*) FROM plaudit_quarantine"))
+        with self.reading() as view:
+            seq, h = view.head()
+            by_type = view.type_counts()
+            sessions, first, last = view.span()
+            projections = view.projection_positions()
+            quarantined = view.quarantine_count()
         return LogStats(
             backend=self.backend.dialect,
-            length=int(seq),
-            head=Head(int(seq), bytes(h).hex()).digest,
-            sessions=int(sessions),
+            length=seq,
+            head=Head(seq, h.hex()).digest,
+            sessions=sessions,
             first_ts_ms=first,
             last_ts_ms=last,
             by_type=by_type,
@@ -471,9 +668,9 @@ class EventLog:
         """
         anchor = Head.parse(against) if isinstance(against, str) else against
         with ExitStack() as cleanup, self.backend.read() as tx:
-            head_seq, head_hash = tx.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
-            head_seq, head_hash = int(head_seq), bytes(head_hash)
-            low, high = tx.fetchone("SELECT MIN(seq), MAX(seq) FROM plaudit_events")
+            view = LogView(tx)
+            head_seq, head_hash = view.head()
+            low, high = view.bounds()
             ranges = _split(head_seq, self._verify_workers(head_seq, workers))
             futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in ranges[1:]]
             results: list[RangeResult] = []
@@ -484,19 +681,18 @@ class EventLog:
                 results.append(fut(tx, lo, hi))
             anchor_hash: bytes | None = None
             if anchor is not None and 0 < anchor.length <= head_seq:
-                h = tx.scalar("SELECT hash FROM plaudit_events WHERE seq = ?", (anchor.length,))
-                anchor_hash = None if h is None else bytes(h)
+                anchor_hash = view.hash_at(anchor.length)
         first_bad: int | None = None
         reason: str | None = None
         checked = 0
         last = GENESIS
-        if low is not None and int(low) < 1:
+        if low is not None and low < 1:
             first_bad, reason = 1, f"a row at position {low} was inserted before the log"
         else:
             for (_, hi), (bad, why, tip) in zip(ranges, results, strict=True):
                 if bad is not None:
                     first_bad, reason, checked = bad, why, bad - 1
-                    if high is None or bad > int(high):
+                    if high is None or bad > high:
                         reason = (
                             f"the log ends at position {checked} but its head says {head_seq}: "
                             "events were deleted from the end"
@@ -504,7 +700,7 @@ class EventLog:
                     break
                 checked, last = hi, tip
         if first_bad is None:
-            if high is not None and int(high) > head_seq:
+            if high is not None and high > head_seq:
                 first_bad, reason = (
                     head_seq + 1,
                     f"position {head_seq + 1} onwards was added outside plaudit "
@@ -545,12 +741,10 @@ class EventLog:
 
     def _verify_local(self, tx: Tx, lo: int, hi: int, prev: bytes | None) -> RangeResult:
         if prev is None:
-            h = tx.scalar("SELECT hash FROM plaudit_events WHERE seq = ?", (lo - 1,))
-            if h is None:
+            prev = LogView(tx).hash_at(lo - 1)
+            if prev is None:
                 return lo - 1, f"position {lo - 1} is missing (deleted from the log)", b""
-            prev = bytes(h)
-        sql = range_sql(self.backend.body_sql())
-        return check_rows(tx.chunks(sql, (lo, hi)), lo, hi, prev)
+        return check_rows(tx.chunks(range_sql(tx.dialect), (lo, hi)), lo, hi, prev)
 
     def _verify_remote(
         self, lo: int, hi: int, cleanup: ExitStack
@@ -613,16 +807,16 @@ class EventLog:
     # -- projections --------------------------------------------------------------------
     def rebuild(self, names: Sequence[str] | None = None) -> dict[str, int]:
         """Drop every projection and replay the log into it; the result is identical state."""
-        with self.backend.write() as tx:
-            head_seq, _ = tx.fetchone(self._head_sql)
-            return self.projections.rebuild(tx, int(head_seq), names)
+        with self.writer() as w:
+            head_seq, _ = w.head()
+            return self.projections.rebuild(w.tx, head_seq, names)
 
     def ensure_projection(self, name: str) -> None:
         """Create a projection's tables and catch it up, before a module reads them."""
-        with self.backend.read() as tx:  # the usual case: nothing to do, so no write lock
-            head_seq = int(tx.scalar("SELECT seq FROM plaudit_head WHERE one = 1"))
-            if self.projections.is_current(tx, name, head_seq):
+        with self.reading() as view:  # the usual case: nothing to do, so no write lock
+            head_seq, _ = view.head()
+            if self.projections.is_current(view.tx, name, head_seq):
                 return
-        with self.backend.write() as tx:
-            head_seq, _ = tx.fetchone(self._head_sql)
-            self.projections.ensure_named(tx, name, int(head_seq))
+        with self.writer() as w:
+            head_seq, _ = w.head()
+            self.projections.ensure_named(w.tx, name, head_seq)

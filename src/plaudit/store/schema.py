@@ -5,7 +5,8 @@ from __future__ import annotations
 from plaudit.store.backend import Tx
 from plaudit.store.chain import GENESIS
 
-SCHEMA_VERSION = "1"
+#: 2 added the intake table (PostgreSQL) and protects content_digest in verify.
+SCHEMA_VERSION = "2"
 
 
 EVENT_COLUMNS = (
@@ -20,6 +21,35 @@ EVENT_COLUMNS = (
     "content_digest",
     "hash",
 )
+
+#: A pending append: durable, idempotent by id, not yet given a position. `batch` groups the
+#: rows of one append call, and `strict` says a conflict anywhere refuses all of them.
+INTAKE_COLUMNS = (
+    "id",
+    "type",
+    "ts_ms",
+    "session_id",
+    "source",
+    "payload",
+    "meta",
+    "content_digest",
+    "batch",
+    "strict",
+)
+
+_INTAKE_DDL = """CREATE TABLE IF NOT EXISTS plaudit_intake (
+        n BIGSERIAL PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        type TEXT NOT NULL,
+        ts_ms BIGINT NOT NULL,
+        session_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        meta TEXT NOT NULL,
+        content_digest BYTEA NOT NULL,
+        batch TEXT NOT NULL,
+        strict BOOLEAN NOT NULL
+    )"""
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS plaudit_events (
@@ -79,24 +109,42 @@ _GUARDS = {
 }
 
 
+def schema_version(tx: Tx) -> str | None:
+    """The stored schema version, or None when the log's tables do not exist."""
+    if not (tx.table_exists("plaudit_meta") and tx.table_exists("plaudit_head")):
+        return None
+    v = tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_version'")
+    return None if v is None else str(v)
+
+
 def schema_current(tx: Tx) -> bool:
     """True when the log's tables exist at this version (a read; no lock needed)."""
-    return (
-        tx.table_exists("plaudit_meta")
-        and tx.table_exists("plaudit_head")
-        and tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_version'")
-        == SCHEMA_VERSION
-    )
+    return schema_version(tx) == SCHEMA_VERSION
 
 
 def create_schema(tx: Tx) -> None:
+    """Create the log's tables, or upgrade them from an earlier version, in one transaction.
+
+    Upgrades only add: version 1 stores open unchanged, their chain verifies as before, and a
+    process of the older version sharing the database still serialises on the head row.
+    """
     if tx.dialect == "postgres":
         # CREATE ... IF NOT EXISTS is not race-free in PostgreSQL; serialise first-time set-up.
         tx.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema()))")
         if schema_current(tx):
             return
+    found = schema_version(tx)
+    if found is not None and found.isdigit() and int(found) > int(SCHEMA_VERSION):
+        from plaudit.errors import ConfigError
+
+        raise ConfigError(
+            f"this store's schema is version {found}, newer than this plaudit's "
+            f"{SCHEMA_VERSION}: upgrade plaudit to use it"
+        )
     for stmt in _DDL:
         tx.execute(tx.ddl(stmt))
+    if tx.dialect == "postgres":
+        tx.execute(_INTAKE_DDL)
     for stmt in _GUARDS[tx.dialect]:
         tx.execute(stmt)
     tx.execute(
@@ -105,6 +153,6 @@ def create_schema(tx: Tx) -> None:
     )
     tx.execute(
         "INSERT INTO plaudit_meta (key, value) VALUES ('schema_version', ?) "
-        "ON CONFLICT (key) DO NOTHING",
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         (SCHEMA_VERSION,),
     )
