@@ -21,19 +21,19 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import median, percentile, router_events, table  # noqa: E402
+from common import median, percentile, router_events, table
 
 PG_DSN = os.environ.get("PLAUDIT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 
 CHILD = r"""
 import json, os, resource, sys, time
-mode, url, seconds, name, gate = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
+mode, url, name, gate = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
+seconds = float(sys.argv[3])
 events = json.loads(sys.stdin.read())
 lat = []
 if mode == "plaudit":
@@ -61,7 +61,8 @@ else:
     def once(ev):
         payload = enc.encode(ev["payload"]).decode()
         d = hashlib.sha256(payload.encode()).digest()
-        args = (ev["id"], ev["type"], ev["ts_ms"], ev["session_id"], ev["source"], payload, "{}", d, d)
+        args = (ev["id"], ev["type"], ev["ts_ms"], ev["session_id"], ev["source"], payload,
+                "{}", d, d)
         if url.startswith("postgresql"):
             conn.execute(sql, args)
         else:

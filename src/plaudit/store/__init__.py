@@ -25,7 +25,7 @@ _WHERE = {
     "unregister_projection": "plaudit.store.projections",
 }
 
-__all__ = [  # noqa: RUF022 - grouped as _WHERE is
+__all__ = [
     "AppendResult",
     "Backend",
     "BatchResult",
