@@ -93,6 +93,12 @@ class Tx(ABC):
         marks = ",".join("?" * len(columns))
         self.executemany(f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows)
 
+    def head_for_sequencing(self) -> tuple[int, bytes, bool]:
+        """(length, last hash, whether intake is pending), under the lease."""
+        row = self.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
+        assert row is not None
+        return int(row[0]), bytes(row[1]), False
+
     @abstractmethod
     def json_field(self, column: str, name: str, cast: Literal["int", "text"] = "int") -> str:
         """SQL for the top-level field `name` of the JSON text in `column`, as int or text."""
@@ -137,22 +143,16 @@ class Backend(ABC):
         with self.write() as tx:
             yield tx
 
-    def notify_sequenced(self, tx: Tx) -> None:  # noqa: B027 - only intake backends need it
-        """Tell waiting appenders, when `tx` commits, that a sequencing pass ran."""
-
-    def sequenced_mark(self) -> int:
-        """A token to pass to `wait_sequenced`, taken before checking what is sequenced."""
-        return 0
-
-    def wait_sequenced(self, mark: int, timeout: float) -> None:
-        """Wait until a sequencing pass has committed since `mark`, or `timeout` seconds."""
+    def wait_for_lease(self, timeout: float) -> None:
+        """Wait until the current lease holder has finished (or `timeout` seconds)."""
         import time
 
         time.sleep(timeout)
 
     @contextmanager
-    def intake(self) -> Iterator[Tx]:
-        """A plain write transaction without the lease, for the intake table."""
+    def intake(self, *, single: bool = False) -> Iterator[Tx]:
+        """A plain write transaction without the lease, for the intake table (`single`: the
+        caller runs one statement, which may then be its own transaction)."""
         raise NotImplementedError(f"{self.dialect} has no intake")
         yield  # pragma: no cover
 

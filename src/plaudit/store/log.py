@@ -200,9 +200,6 @@ class EventLog:
         # id lookup; on PostgreSQL each is a round trip and the lookup (one) beats two.
         self._try_optimistic = backend.dialect == "sqlite"
         self._optimistic = self._try_optimistic
-        self._head_sql = "SELECT seq, hash FROM plaudit_head WHERE one = 1" + (
-            " FOR UPDATE" if backend.dialect == "postgres" else ""
-        )
         # Group commit: appenders of this process queue here; one leader writes them all.
         self._queue: list[_Request] = []
         self._queue_lock = threading.Lock()
@@ -229,7 +226,8 @@ class EventLog:
         your appends commit, on any backend. Pending intake is sequenced first, so the
         writer sees every acknowledged event."""
         with self.backend.write() as tx:
-            self._drain(tx)
+            if tx.head_for_sequencing()[2]:
+                self._drain(tx)
             yield Writer(self, tx)
 
     @contextmanager
@@ -289,8 +287,11 @@ class EventLog:
             return
         with self.backend.try_write() as tx:
             if tx is not None:
-                self._drain(tx)
-                outcomes = self._run_group(tx, group)
+                head = tx.head_for_sequencing()
+                if head[2]:
+                    self._drain(tx)
+                    head = None
+                outcomes = self._run_group(tx, group, head)
         if tx is not None:
             self._deliver(group, outcomes)
             return
@@ -308,12 +309,12 @@ class EventLog:
             r.result, r.error, r.done = result, error, True
 
     def _run_group(
-        self, tx: Tx, group: list[_Request]
+        self, tx: Tx, group: list[_Request], head: tuple[int, bytes, bool] | None = None
     ) -> list[tuple[BatchResult | None, BaseException | None]]:
         """Write each request in turn; one that fails is undone alone (a savepoint each)."""
         if len(group) == 1:
             r = group[0]
-            return [(self._write(tx, r.prepared, r.on_conflict), None)]
+            return [(self._write(tx, r.prepared, r.on_conflict, head), None)]
         out: list[tuple[BatchResult | None, BaseException | None]] = []
         for r in group:
             tx.execute("SAVEPOINT plaudit_request")
@@ -330,7 +331,9 @@ class EventLog:
         """Insert the group's new events into the intake table in one commit; returns the
         requests that now wait for sequencing (the others are done: all present, or refused)."""
         waiting: list[_Request] = []
-        with self.backend.intake() as tx:
+        # A lone request whose single statement cannot be half done needs no transaction.
+        single = len(group) == 1 and (len(group[0].prepared) == 1 or group[0].on_conflict == "skip")
+        with self.backend.intake(single=single) as tx:
             for r in group:
                 try:
                     if self._enqueue_one(tx, r):
@@ -340,74 +343,69 @@ class EventLog:
         return waiting
 
     def _enqueue_one(self, tx: Any, r: _Request) -> bool:
+        """Take one request in: one statement that skips ids already sequenced or pending and
+        reports what it found for each. A strict request that meets a conflict is undone
+        (savepoint) and raises; returns whether the request must wait for sequencing."""
         strict = r.on_conflict == "raise"
         r.batch = uuid.uuid4().hex
-        view = LogView(tx)
-        committed = view.existing(p.event.id for p in r.prepared)
-        pending = tx.intake_digests([p.event.id for p in r.prepared])
-        rows: list[tuple[Any, ...]] = []
-        mine: dict[str, bytes] = {}
-        results: list[AppendResult] = []
-        for p in r.prepared:
-            e = p.event
-            known = committed.get(e.id)
-            digest = known[0] if known else pending.get(e.id, mine.get(e.id))
-            if digest is not None and digest != p.content_digest:
-                if strict:
-                    raise ConflictError(e.id)
-                results.append(AppendResult(e.id, known[1] if known else None, "conflict"))
-                continue
-            if known is not None:
-                r.present[e.id] = known[1]
-                continue
-            if e.id in pending or e.id in mine:
-                continue
-            mine[e.id] = p.content_digest
-            rows.append(
-                (
-                    e.id,
-                    e.type,
-                    e.ts_ms,
-                    e.session_id,
-                    e.source,
-                    p.payload_text,
-                    p.meta_text,
-                    p.content_digest,
-                    r.batch,
-                    strict,
-                )
+        rows = [
+            (
+                p.event.id,
+                p.event.type,
+                p.event.ts_ms,
+                p.event.session_id,
+                p.event.source,
+                p.payload_text,
+                p.meta_text,
+                p.content_digest,
+                r.batch,
+                strict,
             )
-        if rows:
+            for p in r.prepared
+        ]
+        savepoint = strict and len(rows) > 1
+        if savepoint:
             tx.execute("SAVEPOINT plaudit_intake")
-            inserted = tx.intake_put(rows)
-            lost = [row[0] for row in rows if row[0] not in inserted]
-            if lost:  # another appender's row with this id committed meanwhile
-                theirs = tx.intake_digests(lost)
-                for id_ in lost:
-                    if theirs.get(id_, mine[id_]) != mine[id_] and strict:
-                        tx.execute("ROLLBACK TO SAVEPOINT plaudit_intake")
-                        raise ConflictError(id_)
+        found = tx.intake_put(rows)
+        mine = {p.event.id: p.content_digest for p in reversed(r.prepared)}
+        committed: dict[str, tuple[bytes, int]] = {}
+        unknown = [f[0] for f in found if not f[4] and f[1] is None and f[3] is None]
+        late = tx.intake_digests(unknown) if unknown else {}
+        waits = False
+        for id_, seq_digest, seq, pend_digest, inserted in found:
+            if seq_digest is not None:
+                committed[id_] = (seq_digest, int(seq))
+                r.present[id_] = int(seq)
+            theirs = seq_digest if seq_digest is not None else pend_digest
+            if theirs is None and not inserted:
+                theirs = late.get(id_)
+            if inserted or (seq_digest is None and theirs is not None):
+                waits = True
+            if strict and theirs is not None and not inserted and theirs != mine[id_]:
+                if savepoint:
+                    tx.execute("ROLLBACK TO SAVEPOINT plaudit_intake")
+                    tx.execute("RELEASE SAVEPOINT plaudit_intake")
+                raise ConflictError(id_)
+        if savepoint:
             tx.execute("RELEASE SAVEPOINT plaudit_intake")
-        if not rows and not any(p.event.id in pending for p in r.prepared):
-            r.result = self._resolve_from(r, committed, {})
-            r.done = r.error is not None or r.result is not None
-            return not r.done
-        return True
+        if not waits:  # everything was sequenced already: the results are known now
+            r.result = self._resolve_from(r, committed, r.present)
+            r.done = True
+        return waits
 
     def _await_sequenced(self, waiting: list[_Request]) -> None:
-        """Wait for a sequencing pass to cover every waiting request, taking the lease to run
-        one whenever it is free (so nothing waits on a sequencer that is not there)."""
-        ids = [p.event.id for r in waiting for p in r.prepared]
+        """Wait for a sequencing pass to cover every waiting request: take the lease and run
+        one whenever it is free, else wait for the holder to finish, then look again."""
+        ids = list({p.event.id: None for r in waiting for p in r.prepared})
         deadline = time.monotonic() + WAIT_LIMIT_S
         while True:
-            mark = self.backend.sequenced_mark()
             with self.backend.try_write() as tx:
                 if tx is not None:
                     self._drain(tx)
-            with self.backend.read() as tx:
-                found = LogView(tx).existing(ids)
-                left = [i for i in ids if i not in found]
-                pending = set(tx.intake_digests(left)) if left else set()
+            if tx is None:
+                self.backend.wait_for_lease(WAIT_POLL_S)
+            with self.backend.intake(single=True) as rtx:
+                found, pending = rtx.sequenced(ids)  # type: ignore[attr-defined]
             if not pending:
                 for r in waiting:
                     r.result = self._resolve_from(r, found, r.present)
@@ -419,7 +417,6 @@ class EventLog:
                     f"{WAIT_LIMIT_S:.0f} s: the lease holder is stuck; they stay durable and "
                     "the next append sequences them"
                 )
-            self.backend.wait_sequenced(mark, WAIT_POLL_S)
 
     @staticmethod
     def _resolve_from(
@@ -455,7 +452,11 @@ class EventLog:
         return BatchResult(results)
 
     def _drain(self, tx: Tx) -> int:
-        """Sequence pending intake under the lease, oldest first, one batch at a time."""
+        """Sequence pending intake under the lease, oldest first, in one write per pass.
+
+        Conflicts are settled here, in Python, before anything is written: a strict batch
+        with any conflict (with the log or with an earlier batch of this pass) is dropped
+        whole, and its appender finds out by looking its ids up."""
         if not self.backend.has_intake:
             return 0
         total = 0
@@ -464,39 +465,48 @@ class EventLog:
             if not rows:
                 break
             total += len(rows)
+            known = {k: v[0] for k, v in LogView(tx).existing(r[1] for r in rows).items()}
+            accepted: list[Prepared] = []
             for batch in _by_batch(rows):
                 strict = bool(batch[0][10])
-                prepared = [
-                    Prepared(
-                        Event(
-                            id=id_,
-                            type=type_,
-                            ts_ms=int(ts),
-                            session_id=session,
-                            source=source,
-                            payload=msgspec.json.decode(payload),
-                            meta=msgspec.json.decode(meta),
-                        ),
-                        payload,
-                        meta,
-                        bytes(digest),
+                if strict and any(known.get(r[1], r[8]) != bytes(r[8]) for r in batch):
+                    continue
+                for _, id_, type_, ts, session, source, payload, meta, digest, _, _ in batch:
+                    digest = bytes(digest)
+                    if known.setdefault(id_, digest) != digest:
+                        continue  # a lenient batch's conflict: its appender reports it
+                    accepted.append(
+                        Prepared(
+                            Event(
+                                id=id_,
+                                type=type_,
+                                ts_ms=int(ts),
+                                session_id=session,
+                                source=source,
+                                payload=msgspec.json.decode(payload),
+                                meta=msgspec.json.decode(meta),
+                            ),
+                            payload,
+                            meta,
+                            digest,
+                        )
                     )
-                    for _, id_, type_, ts, session, source, payload, meta, digest, _, _ in batch
-                ]
-                tx.execute("SAVEPOINT plaudit_drain")
-                try:
-                    self._write(tx, prepared, "raise" if strict else "skip")
-                except ConflictError:
-                    tx.execute("ROLLBACK TO SAVEPOINT plaudit_drain")
-                tx.execute("RELEASE SAVEPOINT plaudit_drain")
-        if total:
-            self.backend.notify_sequenced(tx)
+            if accepted:
+                self._write(tx, accepted, "skip")
         return total
 
     # -- the sequenced write (under the lease) --------------------------------------------
-    def _write(self, tx: Tx, prepared: list[Prepared], on_conflict: OnConflict) -> BatchResult:
-        head_seq, prev = tx.fetchone(self._head_sql)  # FOR UPDATE: older writers' lock
-        head_seq, prev = int(head_seq), bytes(prev)
+    def _write(
+        self,
+        tx: Tx,
+        prepared: list[Prepared],
+        on_conflict: OnConflict,
+        head: tuple[int, bytes, bool] | None = None,
+    ) -> BatchResult:
+        if head is None:
+            head_seq, prev, _ = tx.head_for_sequencing()
+        else:
+            head_seq, prev, _ = head
         # Optimistic path: most batches are all new, so skip looking their ids up and let the
         # unique index object if one is not. On that (rare) objection, undo to the savepoint
         # and redo the batch with the lookup; stay careful until a batch is all new again.

@@ -10,7 +10,6 @@ process of an older plaudit, that knows only that lock, in line.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
@@ -21,11 +20,17 @@ from plaudit.store.backend import Backend, Tx
 from plaudit.store.schema import INTAKE_COLUMNS
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+#: Up to this many rows go in one multi-row INSERT rather than a COPY.
+SMALL_INSERT = 64
 
 #: The sequencer lease: one advisory lock per schema, released when its transaction ends.
 _LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
 LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
 TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
+#: Granted only once no transaction holds the lease; released at once.
+WAIT_LEASE_SQL = (
+    f"SELECT pg_advisory_lock_shared({_LEASE_KEY}) IS NULL, pg_advisory_unlock_shared({_LEASE_KEY})"
+)
 
 
 @lru_cache(maxsize=1024)
@@ -82,34 +87,74 @@ class PostgresTx(Tx):
         return f"({column}::json->>'{name}')::{'bigint' if cast == 'int' else 'text'}"
 
     # -- the intake table (see plaudit.store.log) -----------------------------------------
-    def intake_put(self, rows: list[tuple[Any, ...]]) -> set[str]:
-        """Insert intake rows (INTAKE_COLUMNS order) unless their id is pending; returns the
-        ids inserted. One statement whatever the batch size."""
+    def intake_put(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Take in rows (INTAKE_COLUMNS order) in one statement, except ids already sequenced
+        or pending. Returns, per row: (id, sequenced digest, sequenced seq, pending digest,
+        inserted). A pending digest of None on a row not inserted means another appender
+        committed that id while this statement ran (see `intake_digests`)."""
         if not rows:
-            return set()
-        cols = list(zip(*rows, strict=True))
-        sql = (
-            f"INSERT INTO plaudit_intake ({', '.join(INTAKE_COLUMNS)}) SELECT * FROM unnest("
-            "%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::bytea[], %s::text[], %s::boolean[]) "
-            "ON CONFLICT (id) DO NOTHING RETURNING id"
-        )
+            return []
+        cols = [list(c) for c in zip(*rows, strict=True)]
+        names = ", ".join(INTAKE_COLUMNS)
         cur = self.conn.cursor()
-        cur.execute(sql, [list(c) for c in cols])
-        return {r[0] for r in cur.fetchall()}
+        cur.execute(
+            f"WITH input ({names}) AS (SELECT * FROM unnest("
+            "%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], "
+            "%s::text[], %s::bytea[], %s::text[], %s::boolean[])), "
+            f"ins AS (INSERT INTO plaudit_intake ({names}) SELECT {names} FROM input i "
+            "WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id) "
+            "ON CONFLICT (id) DO NOTHING RETURNING id) "
+            "SELECT i.id, e.content_digest, e.seq, q.content_digest, "
+            "EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id) FROM input i "
+            "LEFT JOIN plaudit_events e ON e.id = i.id "
+            "LEFT JOIN plaudit_intake q ON q.id = i.id",
+            cols,
+        )
+        return [
+            (
+                r[0],
+                None if r[1] is None else bytes(r[1]),
+                r[2],
+                None if r[3] is None else bytes(r[3]),
+                r[4],
+            )
+            for r in cur.fetchall()
+        ]
+
+    def sequenced(self, ids: list[str]) -> tuple[dict[str, tuple[bytes, int]], set[str]]:
+        """(id -> (digest, seq) for sequenced ids, ids still pending in intake): one trip."""
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT i.id, e.content_digest, e.seq, "
+            "EXISTS (SELECT 1 FROM plaudit_intake q WHERE q.id = i.id) "
+            "FROM unnest(%s::text[]) AS i(id) LEFT JOIN plaudit_events e ON e.id = i.id",
+            (ids,),
+        )
+        found: dict[str, tuple[bytes, int]] = {}
+        pending: set[str] = set()
+        for id_, digest, seq, waiting in cur.fetchall():
+            if digest is not None:
+                found[id_] = (bytes(digest), int(seq))
+            elif waiting:
+                pending.add(id_)
+        return found, pending
 
     def intake_digests(self, ids: list[str]) -> dict[str, bytes]:
         cur = self.conn.cursor()
         cur.execute("SELECT id, content_digest FROM plaudit_intake WHERE id = ANY(%s)", (ids,))
         return {r[0]: bytes(r[1]) for r in cur.fetchall()}
 
-    def intake_take(self, limit: int) -> list[tuple[Any, ...]]:
-        """Remove and return up to `limit` pending rows, oldest first: (n, *INTAKE_COLUMNS).
-
-        One statement, so a row committed while it runs is either taken whole or left for
-        the next call; the caller's transaction puts them back if it does not commit."""
+    def intake_pending(self) -> bool:
         cur = self.conn.cursor()
-        # Whole append calls only (`batch`), so a strict batch is never split between passes.
+        cur.execute("SELECT EXISTS (SELECT 1 FROM plaudit_intake)")
+        return bool(cur.fetchone()[0])
+
+    def intake_take(self, limit: int) -> list[tuple[Any, ...]]:
+        """Remove and return up to about `limit` pending rows, oldest first:
+        (n, *INTAKE_COLUMNS). One statement, so a row committed while it runs is either taken
+        whole or left for the next call; the caller's transaction puts them back if it does
+        not commit. Whole append calls only (`batch`), so a strict batch is never split."""
+        cur = self.conn.cursor()
         cur.execute(
             "DELETE FROM plaudit_intake WHERE batch IN "
             "(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s) "
@@ -119,9 +164,25 @@ class PostgresTx(Tx):
         return sorted(cur.fetchall())
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
+        """COPY for bulk; a multi-row INSERT for a few rows (one round trip, not two)."""
+        if len(rows) <= SMALL_INSERT:
+            one = "(" + ",".join(["%s"] * len(columns)) + ")"
+            sql = f"INSERT INTO {table} ({','.join(columns)}) VALUES " + ",".join([one] * len(rows))
+            self.cur.execute(sql, [v for row in rows for v in row])
+            return
         with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+
+    def head_for_sequencing(self) -> tuple[int, bytes, bool]:
+        # The head row FOR UPDATE (older writers' lock) and whether intake is pending: one trip.
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT seq, hash, EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head "
+            "WHERE one = 1 FOR UPDATE"
+        )
+        seq, h, pending = cur.fetchone()
+        return int(seq), bytes(h), bool(pending)
 
 
 class PostgresBackend(Backend):
@@ -134,12 +195,6 @@ class PostgresBackend(Backend):
         self.dsn = dsn
         self.schema = schema
         self.url = dsn if schema is None else f"{dsn} (schema {schema})"
-        # Sequencing passes NOTIFY this channel; one listener thread per backend wakes waiters.
-        self._channel = f"plaudit_seq_{schema or 'public'}"
-        self._seq_cond = threading.Condition()
-        self._seq_gen = 0
-        self._listener: Any = None
-        self._closing = False
 
     def _connect(self) -> Any:
         import psycopg
@@ -172,19 +227,25 @@ class PostgresBackend(Backend):
             yield tx if got else None
 
     @contextmanager
-    def intake(self) -> Iterator[PostgresTx]:
+    def intake(self, *, single: bool = False) -> Iterator[PostgresTx]:
+        if single:  # one statement is its own transaction: no BEGIN/COMMIT round trips
+            yield PostgresTx(self.connection())
+            return
         with self._transaction(None) as (tx, _):
             yield tx
 
     @contextmanager
     def _transaction(self, lease_sql: str | None) -> Iterator[tuple[PostgresTx, bool]]:
         conn = self.connection()
-        conn.execute("BEGIN")
         self._local.in_write = True
         try:
             got = True
-            if lease_sql is not None:
-                got = bool(conn.execute(lease_sql).fetchone()[0])
+            if lease_sql is None:
+                conn.execute("BEGIN")
+            else:  # one round trip: BEGIN and the lease in one simple query
+                cur = conn.execute(f"BEGIN; {lease_sql}")
+                cur.nextset()
+                got = bool(cur.fetchone()[0])
             tx = PostgresTx(conn)
             yield tx, got
         except BaseException:
@@ -195,56 +256,11 @@ class PostgresBackend(Backend):
         finally:
             self._local.in_write = False
 
-    def notify_sequenced(self, tx: Tx) -> None:
-        tx.execute(f'NOTIFY "{self._channel}"')
-
-    def sequenced_mark(self) -> int:
-        if self._listener is None:
-            self._start_listener()
-        return self._seq_gen
-
-    def wait_sequenced(self, mark: int, timeout: float) -> None:
-        with self._seq_cond:
-            self._seq_cond.wait_for(lambda: self._seq_gen != mark, timeout)
-
-    def _start_listener(self) -> None:
-        """LISTEN before the caller checks anything (so no pass can slip between), then wake
-        waiters from a daemon thread. Should it fail, waiters still poll."""
-        with self._seq_cond:
-            if self._listener is not None:
-                return
-            try:
-                conn = self._connect()
-                conn.execute(f'LISTEN "{self._channel}"')
-            except Exception:
-                self._listener = False
-                return
-
-            def listen() -> None:
-                try:
-                    while not self._closing:
-                        for _ in conn.notifies(timeout=1.0):
-                            with self._seq_cond:
-                                self._seq_gen += 1
-                                self._seq_cond.notify_all()
-                except Exception:
-                    pass
-                finally:
-                    with suppress(Exception):
-                        conn.close()
-
-            self._listener = threading.Thread(
-                target=listen, name="plaudit-sequenced-listener", daemon=True
-            )
-            self._listener.start()
-
-    def close(self) -> None:
-        self._closing = True
-        listener, self._listener = self._listener, None
-        super().close()
-        if isinstance(listener, threading.Thread):
-            listener.join(timeout=2.0)
-        self._closing = False
+    def wait_for_lease(self, timeout: float) -> None:
+        """Block until whoever holds the lease now has committed (a shared request is granted
+        only then), so a waiter re-checks exactly when a sequencing pass may have run."""
+        conn = self.connection()
+        conn.execute(WAIT_LEASE_SQL).fetchone()
 
     @staticmethod
     def _end(conn: Any, word: str) -> None:
