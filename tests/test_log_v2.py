@@ -376,3 +376,62 @@ def test_kill_9_writers_and_sequencers_at_random_points(
             p.log.sequence()
             assert_whole(p, acked)
     assert acked  # the writers really wrote
+
+
+V1_FIXTURE = Path(__file__).parent / "data" / "log-v1.db"
+V1_HEAD = "32:996b4ca63d7552f31b40a902d214dbc8e71df05cee29aa14defd34152e65c726"
+
+
+def test_a_store_written_by_log_v1_opens_upgrades_and_continues(tmp_path: Path) -> None:
+    """tests/data/log-v1.db was written by plaudit before log v2 (ledger, bandit, signals and
+    plain events). It opens, upgrades in place, verifies with the same head, and continues."""
+    import shutil
+
+    db = tmp_path / "old.db"
+    shutil.copy(V1_FIXTURE, db)
+    with Plaudit.open(db) as p:
+        with p.backend.read() as tx:
+            from plaudit.store.schema import SCHEMA_VERSION, schema_version
+
+            assert schema_version(tx) == SCHEMA_VERSION
+        report = p.log.verify()
+        assert report.ok and report.head == V1_HEAD
+        assert p.ledger.score()["total_score"] == 130
+        p.ledger.record("successful_validation", "after the upgrade", key="new")
+        p.log.append(event("after-upgrade"))
+        assert p.log.verify(against=V1_HEAD).ok  # the old history is untouched
+        assert p.ledger.verify()["ok"]
+        assert_rebuild_identical(p)
+
+
+def test_a_v1_postgres_schema_upgrades_with_writers_of_both_versions(pg_url: str) -> None:
+    """A version-1 PostgreSQL schema (no intake table) is upgraded by the first v2 open; an old
+    writer that still takes only the head row's lock stays serialised with v2's lease."""
+    import psycopg
+
+    from plaudit.config import split_schema
+
+    with Plaudit.open(pg_url) as p:
+        p.log.append_batch([event(f"old-{i}") for i in range(5)])
+    dsn, schema = split_schema(pg_url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute("DROP TABLE plaudit_intake")
+        conn.execute("UPDATE plaudit_meta SET value = '1' WHERE key = 'schema_version'")
+    with Plaudit.open(pg_url) as p:
+        with p.backend.read() as tx:
+            assert tx.table_exists("plaudit_intake")
+        # An old-version writer holds the head row lock; a v2 append must wait for it.
+        with psycopg.connect(dsn, autocommit=True) as old:
+            old.execute(f'SET search_path TO "{schema}"')
+            old.execute("BEGIN")
+            old.execute("SELECT seq FROM plaudit_head WHERE one = 1 FOR UPDATE")
+            done = threading.Event()
+            th = threading.Thread(target=lambda: (p.log.append(event("new")), done.set()))
+            th.start()
+            time.sleep(0.3)
+            assert not done.is_set()
+            old.execute("COMMIT")
+            th.join(30)
+        assert done.is_set()
+        assert_whole(p, {f"old-{i}" for i in range(5)} | {"new"})
