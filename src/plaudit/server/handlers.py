@@ -130,21 +130,8 @@ async def _internal_error(request: Request, exc: Exception) -> MsgspecJSONRespon
     )
 
 
-async def _database_rejected_value(request: Request, exc: Exception) -> MsgspecJSONResponse:
-    """PostgreSQL's data exceptions (class 22: a NUL byte in text, a number out of range) are
-    caused by the input, so they are the client's 422, not a server error."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    message = f"the database cannot store a value in this request: {first}"
-    return MsgspecJSONResponse(error_body("ValidationError", message), status_code=422)
-
-
 def install(app: FastAPI) -> None:
-    try:
-        from psycopg import DataError
-    except ImportError:  # pragma: no cover - psycopg is a dependency, but only PostgreSQL needs it
-        pass
-    else:
-        app.add_exception_handler(DataError, _database_rejected_value)
+    # Driver errors caused by input arrive as ValidationError: the backends translate them.
     app.add_exception_handler(PlauditError, _plaudit_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

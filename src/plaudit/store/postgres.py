@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import Any, Literal
 
-from plaudit.errors import BackendUnavailableError, ConfigError
+from plaudit.errors import BackendUnavailableError, ConfigError, ValidationError
 from plaudit.store.backend import Backend, Tx
 from plaudit.store.schema import INTAKE_COLUMNS
 
@@ -39,6 +39,19 @@ def _translate(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+@contextmanager
+def _translated() -> Iterator[None]:
+    """PostgreSQL's data exceptions (class 22: a NUL byte in text, a number out of range) are
+    caused by the input: they become a `ValidationError`, so no surface needs the driver."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.DataError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValidationError("value", f"the database cannot store it: {first}") from None
+
+
 class PostgresTx(Tx):
     dialect = "postgres"
 
@@ -51,13 +64,15 @@ class PostgresTx(Tx):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
-        cur.execute(_translate(sql), params or None)
+        with _translated():
+            cur.execute(_translate(sql), params or None)
         return cur
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
-            self.cur.executemany(_translate(sql), rows)
+            with _translated():
+                self.cur.executemany(_translate(sql), rows)
 
     def iterate(
         self, sql: str, params: Sequence[Any] = (), *, size: int = 5000
@@ -165,14 +180,16 @@ class PostgresTx(Tx):
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
         """COPY for bulk; a multi-row INSERT for a few rows (one round trip, not two)."""
-        if len(rows) <= SMALL_INSERT:
-            one = "(" + ",".join(["%s"] * len(columns)) + ")"
-            sql = f"INSERT INTO {table} ({','.join(columns)}) VALUES " + ",".join([one] * len(rows))
-            self.cur.execute(sql, [v for row in rows for v in row])
-            return
-        with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+        with _translated():
+            if len(rows) <= SMALL_INSERT:
+                one = "(" + ",".join(["%s"] * len(columns)) + ")"
+                values = ",".join([one] * len(rows))
+                sql = f"INSERT INTO {table} ({','.join(columns)}) VALUES {values}"
+                self.cur.execute(sql, [v for row in rows for v in row])
+                return
+            with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
 
     def head_for_sequencing(self) -> tuple[int, bytes, bool]:
         # The head row FOR UPDATE (older writers' lock) and whether intake is pending: one trip.
