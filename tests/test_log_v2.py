@@ -435,3 +435,41 @@ def test_a_v1_postgres_schema_upgrades_with_writers_of_both_versions(pg_url: str
             th.join(30)
         assert done.is_set()
         assert_whole(p, {f"old-{i}" for i in range(5)} | {"new"})
+
+
+def test_run_functions_are_group_committed_and_isolated(db_url: str) -> None:
+    """`log.run(fn)` from many threads: each function reads and appends atomically, results
+    come back to their callers, and one that raises is undone alone."""
+    with Plaudit.open(db_url) as p:
+        gate = threading.Barrier(8)
+        results: dict[int, Any] = {}
+
+        def fn_for(k: int):
+            def fn(w):
+                seq, _ = w.head()
+                w.append(event(f"run-{k}", k))
+                if k == 3:
+                    raise ValueError("function 3 refuses")
+                return seq
+
+            return fn
+
+        def work(k: int) -> None:
+            gate.wait()
+            try:
+                results[k] = p.log.run(fn_for(k))
+            except ValueError as exc:
+                results[k] = exc
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert isinstance(results[3], ValueError)
+        assert p.log.get("run-3") is None  # undone alone
+        for k in set(range(8)) - {3}:
+            got = p.log.get(f"run-{k}")
+            assert got is not None and got.payload == {"v": k}
+            assert isinstance(results[k], int) and results[k] < got.seq
+        assert_whole(p, {f"run-{k}" for k in range(8) if k != 3})

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from itertools import repeat
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import subprocess
 
 Status = Literal["appended", "present", "conflict"]
+T = TypeVar("T")
 OnConflict = Literal["raise", "skip"]
 
 _ROW_ID = itemgetter(1)  # a row's id column (see EVENT_COLUMNS)
@@ -170,14 +171,20 @@ class Writer(LogView):
 
 
 class _Request:
-    """One append call waiting for its turn in a group commit."""
+    """One append call, or one `run` function, waiting for its turn in a group commit."""
 
-    __slots__ = ("batch", "done", "error", "on_conflict", "prepared", "present", "result")
+    __slots__ = ("batch", "done", "error", "fn", "on_conflict", "prepared", "present", "result")
 
-    def __init__(self, prepared: list[Prepared], on_conflict: OnConflict) -> None:
+    def __init__(
+        self,
+        prepared: list[Prepared],
+        on_conflict: OnConflict,
+        fn: Callable[[Writer], Any] | None = None,
+    ) -> None:
         self.prepared = prepared
         self.on_conflict = on_conflict
-        self.result: BatchResult | None = None
+        self.fn = fn
+        self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
         self.batch = ""
@@ -257,9 +264,22 @@ class EventLog:
         with self.backend.write() as tx:
             return self._drain(tx)
 
-    def _submit(self, prepared: list[Prepared], on_conflict: OnConflict) -> BatchResult:
+    def run(self, fn: Callable[[Writer], T]) -> T:
+        """Run `fn(writer)` under the lease and commit, like `with writer() as w: fn(w)`, but
+        group-committed: functions and appends that threads of this process submit at the same
+        moment share one transaction (and one fsync), each under its own savepoint, so one that
+        raises is undone alone. `fn` runs in whichever thread leads the group, so it must only
+        use the writer it is given."""
+        return self._submit([], "raise", fn)  # type: ignore[no-any-return]
+
+    def _submit(
+        self,
+        prepared: list[Prepared],
+        on_conflict: OnConflict,
+        fn: Callable[[Writer], Any] | None = None,
+    ) -> Any:
         """Group commit: whoever holds the leader lock writes every queued request at once."""
-        req = _Request(prepared, on_conflict)
+        req = _Request(prepared, on_conflict, fn)
         with self._queue_lock:
             self._queue.append(req)
         with self._leader:
@@ -276,12 +296,14 @@ class EventLog:
                         raise
         if req.error is not None:
             raise req.error
-        assert req.result is not None
         return req.result
 
     def _commit_group(self, group: list[_Request]) -> None:
-        if not self.backend.has_intake:
+        if not self.backend.has_intake or any(r.fn is not None for r in group):
+            # Functions read state, so they need the lease itself, not the intake.
             with self.backend.write() as tx:
+                if tx.head_for_sequencing()[2]:
+                    self._drain(tx)
                 outcomes = self._run_group(tx, group)
             self._deliver(group, outcomes)
             return
@@ -302,26 +324,34 @@ class EventLog:
             self._await_sequenced(waiting)
 
     @staticmethod
-    def _deliver(
-        group: list[_Request], outcomes: list[tuple[BatchResult | None, BaseException | None]]
-    ) -> None:
+    def _deliver(group: list[_Request], outcomes: list[tuple[Any, BaseException | None]]) -> None:
         for r, (result, error) in zip(group, outcomes, strict=True):
             r.result, r.error, r.done = result, error, True
 
     def _run_group(
         self, tx: Tx, group: list[_Request], head: tuple[int, bytes, bool] | None = None
-    ) -> list[tuple[BatchResult | None, BaseException | None]]:
+    ) -> list[tuple[Any, BaseException | None]]:
         """Write each request in turn; one that fails is undone alone (a savepoint each)."""
         if len(group) == 1:
             r = group[0]
+            if r.fn is not None:
+                return [(r.fn(Writer(self, tx)), None)]
             return [(self._write(tx, r.prepared, r.on_conflict, head), None)]
-        out: list[tuple[BatchResult | None, BaseException | None]] = []
+        out: list[tuple[Any, BaseException | None]] = []
         for r in group:
             tx.execute("SAVEPOINT plaudit_request")
             try:
-                out.append((self._write(tx, r.prepared, r.on_conflict), None))
-            except PlauditError as exc:
-                tx.execute("ROLLBACK TO SAVEPOINT plaudit_request")
+                if r.fn is not None:
+                    out.append((r.fn(Writer(self, tx)), None))
+                else:
+                    out.append((self._write(tx, r.prepared, r.on_conflict), None))
+            except Exception as exc:
+                # Undo this request alone. If even that fails, the transaction itself is
+                # broken (a full disk, a lost connection): every request gets the error.
+                try:
+                    tx.execute("ROLLBACK TO SAVEPOINT plaudit_request")
+                except Exception:
+                    raise exc from None
                 out.append((None, exc))
             tx.execute("RELEASE SAVEPOINT plaudit_request")
         return out
