@@ -223,6 +223,13 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def drop_pg_schema(dsn: str) -> None:
     import psycopg
 
@@ -244,7 +251,13 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
         drop_pg_schema(db)
     srv = Serve(db, *(["--durability", args.durability] if backend == "sqlite" else []))
     try:
+        cpu0, load = cpu_seconds(srv.proc.pid), os.getloadavg()[0]
         result = asyncio.run(drive(srv.url, args.rate, args.duration, args.drain))
+        # The server's CPU per answered request holds on a busy machine; wall times do not.
+        result["server_cpu_ms_per_request"] = round(
+            (cpu_seconds(srv.proc.pid) - cpu0) * 1000 / max(result["ok"], 1), 3
+        )
+        result["load"] = round(load, 2)
     finally:
         srv.stop()
         if backend == "postgres":
@@ -282,7 +295,16 @@ def main() -> None:
             print(f"{backend} run {n + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
         med = {
             k: statistics.median(r[k] for r in runs)
-            for k in ("p50_ms", "p99_ms", "max_ms", "p50_send_ms", "p99_send_ms", "achieved_rate")
+            for k in (
+                "p50_ms",
+                "p99_ms",
+                "max_ms",
+                "p50_send_ms",
+                "p99_send_ms",
+                "achieved_rate",
+                "server_cpu_ms_per_request",
+                "load",
+            )
         }
         label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
         summary.append(
@@ -299,14 +321,14 @@ def main() -> None:
         return
     print(
         "| backend | runs | requests | errors | rate (req/s) | p50 ms | p99 ms | max ms "
-        "| p99 from send ms |"
+        "| p99 from send ms | server CPU ms/request | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         print(
             f"| {s['backend']} | {s['runs']} | {s['requests']} | {s['errors']} "
             f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
-            f"| {s['p99_send_ms']} |"
+            f"| {s['p99_send_ms']} | {s['server_cpu_ms_per_request']} | {s['load']} |"
         )
 
 
