@@ -125,7 +125,10 @@ def test_kill_9_during_writes_leaves_readable_witnesses(tmp_path, key):
             )
             for j in range(2)
         ]
-        time.sleep(rng.uniform(0.3, 0.9))
+        for p in procs:  # each has started writing (start-up is slow on a loaded machine)
+            assert p.stdout is not None
+            acknowledged = max(acknowledged, int(p.stdout.readline()))
+        time.sleep(rng.uniform(0.0, 0.3))
         for p in procs:
             p.send_signal(signal.SIGKILL)
         for p in procs:
