@@ -10,7 +10,7 @@ from typing import Any
 import click
 import msgspec
 
-from plaudit.cli._common import db_option, echo_json, json_option, open_store
+from plaudit.cli._common import db_option, echo_json, fail, json_option, open_store
 from plaudit.errors import ValidationError
 
 
@@ -256,6 +256,40 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
         click.echo("quarantine is empty")
     for q in rows:
         click.echo(f"{q.file}:{q.line_no}: {q.reason}")
+
+
+@log.command("check-proof")
+@click.argument("file", metavar="FILE")
+@click.option("--key", "key", metavar="PUBKEY", help="Trusted public key file (PEM or hex).")
+@json_option
+def check_proof(file: str, key: str | None, as_json: bool) -> None:
+    """Check a proof bundle from `plaudit log prove`, without any store.
+
+    Exits 0 when the event is in the signed log, 1 otherwise, saying what failed: the leaf,
+    the path, the root or the signature. Without --key the bundle's own key is used; pin the
+    log's key (from `plaudit log key`) to know who signed.
+    """
+    from plaudit.errors import PlauditError
+    from plaudit.store.proofs import check_proof_file
+
+    try:
+        report = check_proof_file(file, key_path=key)
+    except PlauditError as exc:  # an unreadable bundle or key: the check failed
+        raise fail(str(exc)) from None
+    if as_json:
+        echo_json(report)
+    elif report.ok:
+        click.echo(f"OK: {report.message}")
+        if not report.key_pinned:
+            click.echo(
+                f"note: key {report.fingerprint} was taken from the bundle; pass --key to pin "
+                "the log's key",
+                err=True,
+            )
+    else:
+        click.echo(f"FAILED ({report.failed}): {file}: {report.message}")
+    if not report.ok:
+        raise click.exceptions.Exit(1)
 
 
 @click.command()
