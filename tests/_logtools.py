@@ -60,6 +60,27 @@ class Raw:
                 )
             prev, last = bytes(h), seq
         self.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (last, prev))
+        self.retree()
+
+    def retree(self) -> None:
+        """Rebuild the Merkle tree from the stored chain hashes and delete every signed
+        checkpoint: a rewrite that nothing inside the database can tell from the real log."""
+        from plaudit.store.merkle import CompactRange, leaf_hashes
+
+        hashes = [bytes(r[0]) for r in self.execute("SELECT hash FROM plaudit_events ORDER BY seq")]
+        ext = CompactRange.empty().extend(leaf_hashes(hashes))
+        self.execute("DELETE FROM plaudit_tree_nodes")
+        for n in ext.nodes:
+            self.execute(
+                "INSERT INTO plaudit_tree_nodes (level, idx, hash) VALUES (?, ?, ?)",
+                (n.level, n.index, n.hash),
+            )
+        self.execute("DELETE FROM plaudit_checkpoints")
+        self.execute(
+            "UPDATE plaudit_head SET tree_size = ?, frontier = ?, checkpoint_size = 0, "
+            "checkpoint_ms = 0 WHERE one = 1",
+            (len(hashes), b"".join(ext.range.hashes)),
+        )
 
 
 @contextmanager

@@ -69,7 +69,7 @@ def test_same_events_give_the_same_head_on_both_backends(tmp_path: Path, pg_url:
         with Plaudit.open(url) as p:
             p.log.append_batch(events)
             heads.append(p.log.head())
-            assert p.log.verify().ok
+            assert p.log.verify(full=True).ok
     assert heads[0] == heads[1]
 
 
@@ -89,7 +89,7 @@ def test_writer_rolls_back_everything_on_error(pl: Plaudit) -> None:
         w.append_batch([ev(3), ev(4)])
         raise KeyError("abort")
     assert [e.id for e in pl.log.replay()] == ["e1"]
-    assert pl.log.verify().ok
+    assert pl.log.verify(full=True).ok
     with pl.log.writer() as w:
         assert w.append(ev(2)).seq == 2
     assert pl.log.head().length == 2
@@ -111,7 +111,7 @@ def test_threads_share_a_handle(pl: Plaudit) -> None:
     for t in threads:
         t.join()
     assert not errors
-    assert len(pl.log) == 200 and pl.log.verify().ok
+    assert len(pl.log) == 200 and pl.log.verify(full=True).ok
 
 
 def test_durability_settings(tmp_path: Path) -> None:
@@ -165,10 +165,10 @@ def test_parallel_verify_falls_back_when_a_worker_cannot_run(
         p.log.append_batch([ev(i) for i in range(50)])
         for exe in ("/nonexistent/python", "/bin/false"):
             monkeypatch.setattr(sys, "executable", exe)
-            assert p.log.verify(workers=2).ok
+            assert p.log.verify(workers=2, full=True).ok
             with attacker(db) as raw:
                 raw.execute("UPDATE plaudit_events SET source = 'x' WHERE seq = 40")
-            report = p.log.verify(workers=2)
+            report = p.log.verify(workers=2, full=True)
             assert (report.ok, report.first_bad) == (False, 40)
             with attacker(db) as raw:
                 raw.execute("UPDATE plaudit_events SET source = 'plaudit' WHERE seq = 40")
@@ -178,11 +178,11 @@ def test_parallel_and_serial_verify_agree_on_a_longer_log(db_url: str) -> None:
     with Plaudit.open(db_url) as p:
         for b in range(4):
             p.log.append_batch([ev(b * 1000 + i) for i in range(500)])
-        serial = p.log.verify(workers=1)
+        serial = p.log.verify(workers=1, full=True)
         assert serial.ok and serial.checked == 2000
-        assert p.log.verify(workers=2) == serial
-        assert p.log.verify(workers=5) == serial
+        assert p.log.verify(workers=2, full=True) == serial
+        assert p.log.verify(workers=5, full=True) == serial
         with attacker(db_url) as raw:
             raw.execute("DELETE FROM plaudit_events WHERE seq = 1500")
-        assert p.log.verify(workers=2).first_bad == 1500
-        assert p.log.verify(workers=1).first_bad == 1500
+        assert p.log.verify(workers=2, full=True).first_bad == 1500
+        assert p.log.verify(workers=1, full=True).first_bad == 1500

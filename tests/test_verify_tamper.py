@@ -124,10 +124,10 @@ CASES: list[tuple[Callable[[Raw], None], int, str]] = [
 def test_tampering_is_caught_at_its_position(
     filled: Plaudit, db_url: str, workers: int, tamper, position: int, words: str
 ) -> None:
-    assert filled.log.verify(workers=workers).ok
+    assert filled.log.verify(workers=workers, full=True).ok
     with attacker(db_url) as raw:
         tamper(raw)
-    report = filled.log.verify(workers=workers)
+    report = filled.log.verify(workers=workers, full=True)
     assert not report.ok
     assert report.first_bad == position, report
     assert words in (report.reason or "")
@@ -135,14 +135,14 @@ def test_tampering_is_caught_at_its_position(
 
 
 def test_intact_log_verifies(filled: Plaudit, workers: int) -> None:
-    report = filled.log.verify(workers=workers)
+    report = filled.log.verify(workers=workers, full=True)
     assert report.ok and report.checked == N and report.length == N
     assert report.first_bad is None and report.reason is None
     assert report.head == filled.log.head().digest
 
 
 def test_empty_log_verifies(pl: Plaudit) -> None:
-    report = pl.log.verify()
+    report = pl.log.verify(full=True)
     assert report.ok and report.checked == 0
     assert report.head == f"0:{hashlib.sha256(b'plaudit.log.v1').hexdigest()}"
 
@@ -152,16 +152,17 @@ def test_triggers_refuse_ordinary_rewrites(filled: Plaudit) -> None:
         w.tx.execute("UPDATE plaudit_events SET payload = '{}' WHERE seq = 1")
     with pytest.raises(Exception, match="append-only"), filled.log.writer() as w:
         w.tx.execute("DELETE FROM plaudit_events WHERE seq = 1")
-    assert filled.log.verify().ok
+    assert filled.log.verify(full=True).ok
 
 
 def test_verify_against_accepts_an_extended_log(filled: Plaudit, workers: int) -> None:
     anchor = filled.log.head()
     filled.log.append_batch([ev(i) for i in range(100, 110)])
-    report = filled.log.verify(against=anchor.digest, workers=workers)
+    report = filled.log.verify(against=anchor.digest, workers=workers, full=True)
     assert report.ok and report.against == anchor.digest and report.length == N + 10
-    assert filled.log.verify(against=Head(0, anchor.hash)).ok is False  # wrong genesis
-    assert filled.log.verify(against=f"0:{hashlib.sha256(b'plaudit.log.v1').hexdigest()}").ok
+    assert filled.log.verify(against=Head(0, anchor.hash), full=True).ok is False  # wrong genesis
+    genesis = hashlib.sha256(b"plaudit.log.v1").hexdigest()
+    assert filled.log.verify(against=f"0:{genesis}", full=True).ok
 
 
 def test_verify_against_rejects_a_consistent_rewrite(
@@ -171,8 +172,10 @@ def test_verify_against_rejects_a_consistent_rewrite(
     with attacker(db_url) as raw:
         modify_payload_byte(raw)
         raw.rehash_from(5)  # a chain that checks out on its own
-    assert filled.log.verify(workers=workers).ok  # nothing left to see without an anchor...
-    report = filled.log.verify(against=anchor.digest, workers=workers)
+    assert filled.log.verify(
+        workers=workers, full=True
+    ).ok  # nothing left to see without an anchor...
+    report = filled.log.verify(against=anchor.digest, workers=workers, full=True)
     assert not report.ok  # ...but the earlier head no longer matches
     assert report.first_bad == N and "rewritten" in (report.reason or "")
 
@@ -182,8 +185,8 @@ def test_verify_against_rejects_a_truncated_then_reheaded_log(filled: Plaudit, d
     with attacker(db_url) as raw:
         delete_from_end(raw)
         raw.rehash_from(N + 1)  # only moves the head back to the new last row
-    assert filled.log.verify().ok
-    report = filled.log.verify(against=anchor)
+    assert filled.log.verify(full=True).ok
+    report = filled.log.verify(against=anchor, full=True)
     assert not report.ok and report.first_bad == N - 1
     assert "covers 12 events but the log has 10" in (report.reason or "")
 
@@ -193,7 +196,7 @@ def test_verify_against_rejects_a_truncated_then_reheaded_log(filled: Plaudit, d
 )
 def test_bad_anchor_digest_is_a_validation_error(pl: Plaudit, digest: str) -> None:
     with pytest.raises(ValidationError, match="against"):
-        pl.log.verify(against=digest)
+        pl.log.verify(against=digest, full=True)
 
 
 def test_append_after_rows_were_added_outside_is_an_integrity_error(
@@ -205,7 +208,7 @@ def test_append_after_rows_were_added_outside_is_an_integrity_error(
         append_outside(raw)
     with pytest.raises(IntegrityError, match=f"position {N + 1} is already taken"):
         filled.log.append(ev(999))
-    assert filled.log.verify().first_bad == N + 1
+    assert filled.log.verify(full=True).first_bad == N + 1
 
 
 def test_cli_verify_names_the_position(filled: Plaudit, db_url: str, capsys) -> None:

@@ -9,7 +9,10 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from plaudit.store.checkpointing import HeadState
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -32,6 +35,21 @@ DIALECT_WORDS: dict[str, dict[str, str]] = {
         "sep": "chr(31)",
     },
 }
+
+
+def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
+    from plaudit.store.checkpointing import HeadState
+
+    seq, h, tree_size, frontier, ck_size, ck_ms = row
+    return HeadState(
+        int(seq),
+        bytes(h),
+        pending,
+        int(tree_size),
+        b"" if frontier is None else bytes(frontier),
+        int(ck_size),
+        int(ck_ms),
+    )
 
 
 class Tx(ABC):
@@ -93,11 +111,25 @@ class Tx(ABC):
         marks = ",".join("?" * len(columns))
         self.executemany(f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows)
 
-    def head_for_sequencing(self) -> tuple[int, bytes, bool]:
-        """(length, last hash, whether intake is pending), under the lease."""
-        row = self.fetchone("SELECT seq, hash FROM plaudit_head WHERE one = 1")
+    #: The head row as the sequencer needs it (see `HeadState`).
+    HEAD_SQL = (
+        "SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms FROM plaudit_head "
+        "WHERE one = 1"
+    )
+
+    def head_state(self) -> HeadState:
+        """The head row as this transaction sees it (no lock; nothing pending is reported)."""
+        row = self.fetchone(self.HEAD_SQL)
         assert row is not None
-        return int(row[0]), bytes(row[1]), False
+        return _head_state(row, False)
+
+    def head_for_sequencing(self) -> HeadState:
+        """The head row under the lease, with whether intake is pending."""
+        return self.head_state()
+
+    @abstractmethod
+    def columns(self, table: str) -> set[str]:
+        """The column names of a table of the log's schema."""
 
     @abstractmethod
     def json_field(self, column: str, name: str, cast: Literal["int", "text"] = "int") -> str:

@@ -34,15 +34,20 @@ import msgspec
 
 from plaudit.errors import ConflictError, IntegrityError, PlauditError, ValidationError
 from plaudit.events import Event, Prepared, StoredEvent, prepare, prepare_batch
+from plaudit.ids import now_ms
 from plaudit.store import chain
 from plaudit.store.backend import Backend, Tx
 from plaudit.store.chain import GENESIS, RangeResult, chain_new_rows, check_rows, range_sql
+from plaudit.store.checkpointing import Checkpointer, HeadState
+from plaudit.store.merkle import CompactRange, leaf_hashes
 from plaudit.store.projections import ProjectionManager, _row_to_event
 from plaudit.store.schema import EVENT_COLUMNS, create_schema, schema_current
+from plaudit.store.tree import store_nodes
 from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
 
 Status = Literal["appended", "present", "conflict"]
 T = TypeVar("T")
@@ -61,6 +66,12 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
     if proc.stdout is not None:
         proc.stdout.close()
+
+
+def _paths(values: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    from pathlib import Path
+
+    return [Path(v).expanduser() for v in values]
 
 
 def _split(length: int, parts: int) -> list[tuple[int, int]]:
@@ -120,6 +131,12 @@ class VerifyReport(msgspec.Struct):
     first_bad: int | None = None
     reason: str | None = None
     against: str | None = None
+    #: "incremental" (from `from_checkpoint`, confirmed by an earlier verify) or "full".
+    mode: str = "full"
+    from_checkpoint: int | None = None
+    #: Signed checkpoints checked against the tree, and each witness's outcome.
+    checkpoints: int = 0
+    witnesses: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class LogStats(msgspec.Struct):
@@ -200,9 +217,10 @@ WAIT_LIMIT_S = 120.0
 
 
 class EventLog:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
         self.backend = backend
         self.projections = ProjectionManager()
+        self.checkpointer = checkpointer or Checkpointer(backend)
         # In-process SQLite statements cost microseconds, so the savepoint is cheaper than the
         # id lookup; on PostgreSQL each is a round trip and the lookup (one) beats two.
         self._try_optimistic = backend.dialect == "sqlite"
@@ -232,10 +250,15 @@ class EventLog:
         """Hold the write lock from the first line: nothing you read here can change before
         your appends commit, on any backend. Pending intake is sequenced first, so the
         writer sees every acknowledged event."""
-        with self.backend.write() as tx:
-            if tx.head_for_sequencing()[2]:
-                self._drain(tx)
-            yield Writer(self, tx)
+        try:
+            with self.backend.write() as tx:
+                if tx.head_for_sequencing().pending:
+                    self._drain(tx)
+                yield Writer(self, tx)
+        except BaseException:
+            self.checkpointer.discard()
+            raise
+        self.checkpointer.flush()
 
     @contextmanager
     def reading(self) -> Iterator[LogView]:
@@ -289,11 +312,14 @@ class EventLog:
                 try:
                     self._commit_group(group)
                 except BaseException as exc:
+                    self.checkpointer.discard()
                     for r in group:
                         if not r.done:
                             r.error, r.done = exc, True
                     if not isinstance(exc, Exception):
                         raise
+                else:
+                    self.checkpointer.flush()
         if req.error is not None:
             raise req.error
         return req.result
@@ -302,7 +328,7 @@ class EventLog:
         if not self.backend.has_intake or any(r.fn is not None for r in group):
             # Functions read state, so they need the lease itself, not the intake.
             with self.backend.write() as tx:
-                if tx.head_for_sequencing()[2]:
+                if tx.head_for_sequencing().pending:
                     self._drain(tx)
                 outcomes = self._run_group(tx, group)
             self._deliver(group, outcomes)
@@ -310,7 +336,7 @@ class EventLog:
         with self.backend.try_write() as tx:
             if tx is not None:
                 head = tx.head_for_sequencing()
-                if head[2]:
+                if head.pending:
                     self._drain(tx)
                     head = None
                 outcomes = self._run_group(tx, group, head)
@@ -329,7 +355,7 @@ class EventLog:
             r.result, r.error, r.done = result, error, True
 
     def _run_group(
-        self, tx: Tx, group: list[_Request], head: tuple[int, bytes, bool] | None = None
+        self, tx: Tx, group: list[_Request], head: HeadState | None = None
     ) -> list[tuple[Any, BaseException | None]]:
         """Write each request in turn; one that fails is undone alone (a savepoint each)."""
         if len(group) == 1:
@@ -531,12 +557,11 @@ class EventLog:
         tx: Tx,
         prepared: list[Prepared],
         on_conflict: OnConflict,
-        head: tuple[int, bytes, bool] | None = None,
+        head: HeadState | None = None,
     ) -> BatchResult:
         if head is None:
-            head_seq, prev, _ = tx.head_for_sequencing()
-        else:
-            head_seq, prev, _ = head
+            head = tx.head_for_sequencing()
+        head_seq, prev = head.seq, head.hash
         # Optimistic path: most batches are all new, so skip looking their ids up and let the
         # unique index object if one is not. On that (rare) objection, undo to the savepoint
         # and redo the batch with the lookup; stay careful until a batch is all new again.
@@ -561,7 +586,7 @@ class EventLog:
                         repeat("appended"),
                     )
                 )
-                return self._finish(tx, stored, results, seq, tip)
+                return self._finish(tx, head, rows, stored, results, seq, tip)
         existing = LogView(tx).existing(p.event.id for p in prepared)
         self._optimistic = self._try_optimistic and not existing
         rows, stored, results, seq, tip = self._chain(
@@ -577,19 +602,55 @@ class EventLog:
                 f"position {head_seq + 1} is already taken but the log's head says {head_seq}: "
                 "rows were added outside plaudit; run `plaudit log verify`"
             ) from None
-        return self._finish(tx, stored, results, seq, tip)
+        return self._finish(tx, head, rows, stored, results, seq, tip)
 
     def _finish(
         self,
         tx: Tx,
+        head: HeadState,
+        rows: list[tuple[Any, ...]],
         stored: list[StoredEvent],
         results: list[AppendResult],
         seq: int,
         tip: bytes,
     ) -> BatchResult:
-        tx.execute("UPDATE plaudit_head SET seq = ?, hash = ? WHERE one = 1", (seq, tx.blob(tip)))
+        """Extend the tree by the new chain hashes, move the head, apply the projections and,
+        when one is due, sign a checkpoint: all in the sequencing transaction."""
+        rng = self._tree_at(tx, head)
+        ext = rng.extend(leaf_hashes([row[9] for row in rows]))
+        store_nodes(tx, ext.nodes)
+        tx.execute(
+            "UPDATE plaudit_head SET seq = ?, hash = ?, tree_size = ?, frontier = ? WHERE one = 1",
+            (seq, tx.blob(tip), seq, tx.blob(b"".join(ext.range.hashes))),
+        )
         self.projections.apply(tx, stored)
+        self.checkpointer.maybe_sign(tx, head, seq, ext.root, now_ms())
         return BatchResult(results)
+
+    def _tree_at(self, tx: Tx, head: HeadState) -> CompactRange:
+        """The tree's compact range at the head. The head row keeps it; a log that an older
+        plaudit wrote (or extended) catches up from its chain hashes, once."""
+        if head.tree_size == head.seq:
+            return head.compact_range()
+        if head.tree_size > head.seq:
+            raise IntegrityError(
+                f"the tree covers {head.tree_size} events but the log's head says {head.seq}: "
+                "events were removed outside plaudit; run `plaudit log verify`"
+            )
+        rng = head.compact_range()
+        view = LogView(tx)
+        done = head.tree_size
+        while done < head.seq:
+            hi = min(done + 50_000, head.seq)
+            hashes = [h for _, h in view.hashes(done + 1, hi)]
+            if len(hashes) != hi - done:
+                raise IntegrityError(
+                    f"positions {done + 1}..{hi} are not all in the log: run `plaudit log verify`"
+                )
+            ext = rng.extend(leaf_hashes(hashes))
+            store_nodes(tx, ext.nodes)
+            rng, done = ext.range, hi
+        return rng
 
     def _stored(self, prepared: list[Prepared], rows: list[tuple[Any, ...]]) -> list[StoredEvent]:
         """The committed events the projections consume (only types some projection wants)."""
@@ -698,34 +759,59 @@ class EventLog:
 
     # -- verification -------------------------------------------------------------------
     def verify(
-        self, against: str | Head | None = None, *, workers: int | None = None
+        self,
+        against: str | Head | None = None,
+        *,
+        workers: int | None = None,
+        full: bool = False,
+        witness: Sequence[str | os.PathLike[str]] = (),
     ) -> VerifyReport:
-        """Recompute the whole chain; report the first position that does not check out.
+        """Check the chain, the Merkle tree, the signed checkpoints and the witnesses; report
+        the first position that does not check out.
 
-        A long log is checked in position ranges in parallel (`workers`, default: up to two,
-        one per CPU). Each range chains from the stored hash before it, which the previous
-        range checks, so the result is the same as one sequential pass.
+        By default the check starts from the newest checkpoint an earlier verify confirmed,
+        so its cost follows what is new (`plaudit.store.attestation`); `full=True` checks
+        everything. A long full check runs in position ranges in parallel (`workers`): each
+        range chains from the stored hash before it, which the previous range checks.
+        Witness directories are `witness` plus the store's own (`$PLAUDIT_WITNESS`).
         """
+        from plaudit.store.attestation import check_tree, verified_start
+
         anchor = Head.parse(against) if isinstance(against, str) else against
+        key = self.checkpointer.existing_key()
+        public = None if key is None else key.public_key
+        witnesses = list(dict.fromkeys([*self.checkpointer.witnesses, *_paths(witness)]))
+        tree = None
         with ExitStack() as cleanup, self.backend.read() as tx:
             view = LogView(tx)
-            head_seq, head_hash = view.head()
+            state = tx.head_state()
+            head_seq, head_hash = state.seq, state.hash
             low, high = view.bounds()
-            ranges = _split(head_seq, self._verify_workers(head_seq, workers))
-            futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in ranges[1:]]
-            results: list[RangeResult] = []
-            if ranges:
-                lo, hi = ranges[0]
-                results.append(self._verify_local(tx, lo, hi, GENESIS))
-            for (lo, hi), fut in zip(ranges[1:], futures, strict=True):
-                results.append(fut(tx, lo, hi))
+            start = None if full else verified_start(tx, head_seq, public)
+            if start is not None:
+                ranges = [(start.size + 1, head_seq)] if start.size < head_seq else []
+                results = [self._verify_local(tx, lo, hi, start.prev) for lo, hi in ranges]
+                first_last = (start.size, start.prev)
+            else:
+                ranges = _split(head_seq, self._verify_workers(head_seq, workers))
+                futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in ranges[1:]]
+                results = []
+                if ranges:
+                    lo, hi = ranges[0]
+                    results.append(self._verify_local(tx, lo, hi, GENESIS))
+                for (lo, hi), fut in zip(ranges[1:], futures, strict=True):
+                    results.append(fut(tx, lo, hi))
+                first_last = (0, GENESIS)
             anchor_hash: bytes | None = None
             if anchor is not None and 0 < anchor.length <= head_seq:
                 anchor_hash = view.hash_at(anchor.length)
+            chain_ok = (low is None or low >= 1) and all(r[0] is None for r in results)
+            if chain_ok and (high is None or high <= head_seq):
+                fp = None if key is None else key.fingerprint
+                tree = check_tree(tx, state, start, public, fp, witnesses)
         first_bad: int | None = None
         reason: str | None = None
-        checked = 0
-        last = GENESIS
+        checked, last = first_last
         if low is not None and low < 1:
             first_bad, reason = 1, f"a row at position {low} was inserted before the log"
         else:
@@ -748,6 +834,9 @@ class EventLog:
                 )
             elif last != head_hash:
                 first_bad, reason = max(head_seq, 1), "the head does not match the last event"
+            elif tree is not None and tree.first_bad is not None:
+                first_bad, reason = tree.first_bad, tree.reason
+                checked = min(checked, tree.first_bad - 1)
         if first_bad is None and anchor is not None:
             if anchor.length > checked:
                 first_bad, reason = (
@@ -762,6 +851,8 @@ class EventLog:
                         f"the log no longer extends the head {anchor.digest}: "
                         "history before it was rewritten",
                     )
+        if first_bad is None and tree is not None and tree.confirmed is not None:
+            self._confirm(tree.confirmed)
         return VerifyReport(
             ok=first_bad is None,
             length=head_seq,
@@ -770,7 +861,23 @@ class EventLog:
             first_bad=first_bad,
             reason=reason,
             against=None if anchor is None else anchor.digest,
+            mode="full" if start is None else "incremental",
+            from_checkpoint=None if start is None else start.size,
+            checkpoints=0 if tree is None else tree.checkpoints,
+            witnesses=[] if tree is None else tree.witnesses,
         )
+
+    def _confirm(self, size: int) -> None:
+        """Remember that the checkpoint of `size` events checked out, so the next verify can
+        start there. A store this process cannot write to just verifies in full next time."""
+        try:
+            with self.backend.write() as tx:
+                tx.execute(
+                    "UPDATE plaudit_checkpoints SET verified_ms = ? WHERE size = ?",
+                    (now_ms(), size),
+                )
+        except PlauditError:
+            pass
 
     def _verify_workers(self, length: int, workers: int | None) -> int:
         if workers is None:

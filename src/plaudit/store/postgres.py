@@ -13,11 +13,14 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from plaudit.errors import BackendUnavailableError, ConfigError, ValidationError
-from plaudit.store.backend import Backend, Tx
+from plaudit.store.backend import Backend, Tx, _head_state
 from plaudit.store.schema import INTAKE_COLUMNS
+
+if TYPE_CHECKING:
+    from plaudit.store.checkpointing import HeadState
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
@@ -191,15 +194,25 @@ class PostgresTx(Tx):
                 for row in rows:
                     copy.write_row(row)
 
-    def head_for_sequencing(self) -> tuple[int, bytes, bool]:
+    def head_for_sequencing(self) -> HeadState:
         # The head row FOR UPDATE (older writers' lock) and whether intake is pending: one trip.
         cur = self.conn.cursor()
         cur.execute(
-            "SELECT seq, hash, EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head "
-            "WHERE one = 1 FOR UPDATE"
+            "SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms, "
+            "EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head WHERE one = 1 FOR UPDATE"
         )
-        seq, h, pending = cur.fetchone()
-        return int(seq), bytes(h), bool(pending)
+        row = cur.fetchone()
+        return _head_state(row[:6], bool(row[6]))
+
+    def columns(self, table: str) -> set[str]:
+        return {
+            r[0]
+            for r in self.fetchall(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = ?",
+                (table,),
+            )
+        }
 
 
 class PostgresBackend(Backend):

@@ -4,8 +4,29 @@ from __future__ import annotations
 
 from plaudit.store.backend import Tx
 from plaudit.store.chain import GENESIS
+from plaudit.store.tree import TREE_NODES_DDL
 
-#: 2 added the intake table (PostgreSQL) and protects content_digest in verify.
+#: Signed checkpoints (docs/proofs.md): the note as signed, and when verify last checked it.
+CHECKPOINTS_DDL = """CREATE TABLE IF NOT EXISTS plaudit_checkpoints (
+    size {bigint} PRIMARY KEY,
+    root {blob} NOT NULL,
+    time_ms {bigint} NOT NULL,
+    note TEXT NOT NULL,
+    verified_ms {bigint}
+)"""
+
+#: Columns version 2 adds to the head row: the tree's size and compact range (kept with the
+#: head, so the sequencer reads them in the same statement), and the newest checkpoint's size
+#: and time (so deciding whether one is due costs nothing).
+HEAD_COLUMNS_V2 = (
+    ("tree_size", "{bigint} NOT NULL DEFAULT 0"),
+    ("frontier", "{blob}"),
+    ("checkpoint_size", "{bigint} NOT NULL DEFAULT 0"),
+    ("checkpoint_ms", "{bigint} NOT NULL DEFAULT 0"),
+)
+
+#: 2 added the intake table (PostgreSQL), the Merkle tree (its compact range in the head row,
+#: its upper nodes in plaudit_tree_nodes) and signed checkpoints; verify protects content_digest.
 SCHEMA_VERSION = "2"
 
 
@@ -71,6 +92,8 @@ _DDL = (
         seq {bigint} NOT NULL,
         hash {blob} NOT NULL
     )""",
+    TREE_NODES_DDL,
+    CHECKPOINTS_DDL,
     "CREATE TABLE IF NOT EXISTS plaudit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS plaudit_projections (
         name TEXT PRIMARY KEY,
@@ -143,6 +166,10 @@ def create_schema(tx: Tx) -> None:
         )
     for stmt in _DDL:
         tx.execute(tx.ddl(stmt))
+    have = tx.columns("plaudit_head")
+    for name, decl in HEAD_COLUMNS_V2:
+        if name not in have:
+            tx.execute(tx.ddl(f"ALTER TABLE plaudit_head ADD COLUMN {name} {decl}"))
     if tx.dialect == "postgres":
         tx.execute(_INTAKE_DDL)
     for stmt in _GUARDS[tx.dialect]:

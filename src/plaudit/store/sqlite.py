@@ -78,6 +78,9 @@ class SqliteTx(Tx):
             f"CAST(json_extract({column}, '$.{name}') AS {'INTEGER' if cast == 'int' else 'TEXT'})"
         )
 
+    def columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+
     def table_exists(self, name: str) -> bool:
         return (
             self.conn.execute(
