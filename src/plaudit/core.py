@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from plaudit.config import make_backend
 from plaudit.store.backend import Backend
+from plaudit.store.checkpointing import Checkpointer
 from plaudit.store.log import EventLog
 
 if TYPE_CHECKING:
@@ -19,9 +21,9 @@ if TYPE_CHECKING:
 class Plaudit:
     """Open with :meth:`open`; close with :meth:`close` or use it as a context manager."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
         self.backend = backend
-        self.log = EventLog(backend)
+        self.log = EventLog(backend, checkpointer)
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 
@@ -34,11 +36,33 @@ class Plaudit:
         *,
         schema: str | None = None,
         durability: str = "full",
+        witness: Sequence[str | os.PathLike[str]] = (),
+        checkpoint_every: int | None = None,
+        checkpoint_seconds: float | None = None,
+        signing_key: str | None = None,
     ) -> Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
-        SQLite; a killed process still loses nothing that was acknowledged."""
-        return cls(make_backend(db, schema=schema, durability=durability))
+        SQLite; a killed process still loses nothing that was acknowledged.
+
+        Checkpoints (docs/proofs.md) are signed every `checkpoint_every` events or
+        `checkpoint_seconds` seconds (defaults: $PLAUDIT_CHECKPOINT_EVERY, else 1000;
+        $PLAUDIT_CHECKPOINT_SECONDS, else 60), with `signing_key` (a path or PEM; default:
+        $PLAUDIT_SIGNING_KEY, else `<db>.key` beside a SQLite store), and copied into every
+        `witness` directory and those in $PLAUDIT_WITNESS."""
+        backend = make_backend(db, schema=schema, durability=durability)
+        try:
+            checkpointer = Checkpointer(
+                backend,
+                every=checkpoint_every,
+                seconds=checkpoint_seconds,
+                witness=witness,
+                signing_key=signing_key,
+            )
+        except BaseException:
+            backend.close()
+            raise
+        return cls(backend, checkpointer)
 
     @property
     def dialect(self) -> str:

@@ -146,25 +146,144 @@ def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> Non
             click.echo(f"wrote {n} events to {output}", err=True)
 
 
+def witness_option(f: Any) -> Any:
+    return click.option(
+        "--witness",
+        "witness",
+        multiple=True,
+        metavar="DIR",
+        help="A witness directory (repeatable; $PLAUDIT_WITNESS adds more).",
+    )(f)
+
+
 @log.command()
 @db_option
 @click.option("--against", metavar="DIGEST", help="An earlier `plaudit log head` digest.")
+@click.option("--full", is_flag=True, help="Re-check everything, not only what is new.")
+@witness_option
 @json_option
-def verify(db: str | None, against: str | None, as_json: bool) -> None:
-    """Check the whole hash chain; exit 1 and name the first bad position if not intact."""
+def verify(
+    db: str | None, against: str | None, full: bool, witness: tuple[str, ...], as_json: bool
+) -> None:
+    """Check the chain, the Merkle tree, the signed checkpoints and the witnesses.
+
+    By default the check starts at the newest checkpoint an earlier verify confirmed, so it
+    costs what is new; --full re-checks everything. Exit 1 naming the first bad position.
+    """
     with open_store(db) as p:
         started = time.perf_counter()
-        report = p.log.verify(against=against)
+        report = p.log.verify(against=against, full=full, witness=witness)
         seconds = time.perf_counter() - started
     if as_json:
         echo_json({**msgspec.to_builtins(report), "seconds": round(seconds, 3)})
     elif report.ok:
         extra = f", extends {report.against}" if report.against else ""
-        click.echo(f"OK: {report.checked} events verified{extra} (head {report.head})")
+        start = report.from_checkpoint
+        if start is None:
+            scope = f"{report.checked} events verified"
+        elif start == report.length:
+            scope = f"nothing new since the checkpoint of {start} events verified earlier"
+        else:
+            scope = (
+                f"events {start + 1}..{report.length} checked, from the checkpoint of {start} "
+                "verified earlier (--full re-checks everything)"
+            )
+        witnesses = [w for w in report.witnesses if w.get("size") is not None]
+        seen = f", consistent with {len(witnesses)} witness(es)" if witnesses else ""
+        click.echo(f"OK: {scope}{extra}{seen} (head {report.head})")
     else:
         click.echo(f"FAILED at position {report.first_bad}: {report.reason}")
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+@log.command()
+@db_option
+@json_option
+def key(db: str | None, as_json: bool) -> None:
+    """Print the public key that signs this log's checkpoints, and its fingerprint."""
+    with open_store(db) as p:
+        info = p.log.key_info()
+    if as_json:
+        echo_json(info)
+    else:
+        click.echo(f"fingerprint {info.fingerprint}\npublic_key {info.public_key}")
+        click.echo(info.public_pem.rstrip("\n"))
+
+
+@log.command()
+@db_option
+@witness_option
+@json_option
+def checkpoint(db: str | None, witness: tuple[str, ...], as_json: bool) -> None:
+    """Sign a checkpoint of the log now, and copy it to every witness."""
+    from plaudit.cli._common import resolve
+    from plaudit.core import Plaudit
+
+    with Plaudit.open(resolve(db), witness=witness) as p:
+        ck = p.log.checkpoint()
+    if as_json:
+        echo_json({"size": ck.size, "root": ck.root.hex(), "time_ms": ck.time_ms, "log": ck.log})
+    else:
+        click.echo(ck.to_text(), nl=False)
+
+
+@log.command()
+@db_option
+@click.argument("event_id")
+@click.option("--out", "out", default="-", metavar="FILE", help="Where the bundle goes (- stdout).")
+def prove(db: str | None, event_id: str, out: str) -> None:
+    """Write a self-contained proof that EVENT_ID is in the signed log.
+
+    Anyone can check it with `plaudit log check-proof FILE`, with no store, or by hand
+    (docs/proofs.md gives the steps).
+    """
+    with open_store(db) as p:
+        data = p.log.prove(event_id)
+    _write_out(out, data)
+
+
+@log.command()
+@db_option
+@click.argument("old_checkpoint", metavar="OLD_CHECKPOINT_FILE")
+@click.option("--out", "out", default=None, metavar="FILE", help="Also write the proof bundle.")
+@json_option
+def consistency(db: str | None, old_checkpoint: str, out: str | None, as_json: bool) -> None:
+    """Prove that the log now extends an old checkpoint (a witness copy, say): exit 1 if it
+    does not, naming why."""
+    from plaudit.store.proving import consistency_with_file
+
+    with open_store(db) as p:
+        data, report = consistency_with_file(p.log, old_checkpoint)
+    if out is not None:
+        _write_out(out, data)
+    if as_json:
+        echo_json(report)
+    elif report["ok"]:
+        click.echo(f"OK: {report['message']}")
+    else:
+        click.echo(f"FAILED ({report['failed']}): {report['message']}")
+    if not report["ok"]:
+        raise click.exceptions.Exit(1)
+
+
+def _write_out(out: str, data: bytes) -> None:
+    if out == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    from pathlib import Path
+
+    from plaudit.store.atomic import fsync_dir, write_temp
+
+    target = Path(out)
+    try:
+        tmp = write_temp(target.parent, target.name, data)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    except OSError as exc:
+        raise fail(f"cannot write {out}: {exc.strerror or exc}", 2) from None
+    click.echo(f"wrote {out}", err=True)
 
 
 @log.command()

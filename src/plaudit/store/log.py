@@ -951,6 +951,39 @@ class EventLog:
 
         return result
 
+    # -- checkpoints and proofs (plaudit.store.proving) ---------------------------------------
+    def key_info(self) -> Any:
+        """The public key that signs this log's checkpoints, and its fingerprint (created next
+        to a SQLite store on first use)."""
+        from plaudit.store.proving import key_info
+
+        return key_info(self)
+
+    def checkpoint(self) -> Any:
+        """Sign a checkpoint of the log as it is now; it also goes to every witness."""
+        from plaudit.store.proving import checkpoint_now
+
+        return checkpoint_now(self)
+
+    def latest_checkpoint(self) -> Any:
+        """The newest stored checkpoint, or None."""
+        from plaudit.store.proving import newest_checkpoint
+
+        with self.reading() as view:
+            return newest_checkpoint(view.tx)
+
+    def prove(self, event_id: str) -> bytes:
+        """A self-contained inclusion proof bundle (JSON bytes) for one event."""
+        from plaudit.store.proving import prove
+
+        return prove(self, event_id)
+
+    def consistency(self, from_size: int, old_root: bytes | None = None) -> bytes:
+        """A bundle proving that the log extends its tree of `from_size` events."""
+        from plaudit.store.proving import consistency_from
+
+        return consistency_from(self, from_size, old_root)
+
     # -- projections --------------------------------------------------------------------
     def rebuild(self, names: Sequence[str] | None = None) -> dict[str, int]:
         """Drop every projection and replay the log into it; the result is identical state."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictInt, StrictStr, Tag
 
 from plaudit.core import Plaudit
@@ -108,9 +108,52 @@ def verify(
             description="An earlier head digest ('length:hash') the log must still extend.",
         ),
     ] = None,
+    full: Annotated[bool, Query(description="Re-check everything, not only what is new.")] = False,
 ) -> dict[str, Any]:
-    """Recompute the whole hash chain; `ok` is false with the first bad position if broken."""
-    return msgspec.to_builtins(p.log.verify(against=against or None))
+    """Check the chain, the Merkle tree, the signed checkpoints and the witnesses; `ok` is
+    false with the first bad position if broken. Incremental from the newest checkpoint an
+    earlier verify confirmed, unless `full`."""
+    return msgspec.to_builtins(p.log.verify(against=against or None, full=full))
+
+
+@router.get("/checkpoint")
+def checkpoint(
+    p: PlauditDep,
+    fresh: Annotated[
+        bool, Query(description="Sign a checkpoint of the log as it is now (needs a write).")
+    ] = False,
+) -> Response:
+    """The newest signed checkpoint as its text note (`plaudit-checkpoint v1`, see
+    docs/proofs.md), with the public key's fingerprint in `X-Plaudit-Log`."""
+    ck = p.log.checkpoint() if fresh else p.log.latest_checkpoint()
+    if ck is None:
+        ck = p.log.checkpoint()
+    return Response(
+        ck.to_text(), media_type="text/plain; charset=utf-8", headers={"X-Plaudit-Log": ck.log}
+    )
+
+
+@router.get("/proof/{event_id}")
+def proof(
+    event_id: Annotated[str, Path(min_length=1, max_length=MAX_ID_LEN, pattern=NO_CONTROL)],
+    p: PlauditDep,
+) -> Response:
+    """A self-contained inclusion proof bundle (`plaudit-proof v1`) for one event: check it
+    with `plaudit log check-proof`, or by hand (docs/proofs.md)."""
+    return Response(p.log.prove(event_id), media_type="application/json")
+
+
+@router.get("/consistency")
+def consistency(
+    p: PlauditDep,
+    from_: Annotated[
+        int,
+        Query(alias="from", ge=0, le=MAX_SAFE_INT, description="The old tree size to extend."),
+    ],
+) -> Response:
+    """A bundle (`plaudit-consistency v1`) proving that the log extends its tree of `from`
+    events, up to the newest signed checkpoint."""
+    return Response(p.log.consistency(from_), media_type="application/json")
 
 
 @router.get("/head")
