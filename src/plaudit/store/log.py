@@ -972,17 +972,20 @@ class EventLog:
         with self.reading() as view:
             return newest_checkpoint(view.tx)
 
-    def prove(self, event_id: str) -> bytes:
-        """A self-contained inclusion proof bundle (JSON bytes) for one event."""
+    def prove(self, event_id: str, *, sign: bool = True) -> bytes:
+        """A self-contained inclusion proof bundle (JSON bytes) for one event. With no signed
+        checkpoint covering it yet, one is signed now (`sign=False`: NotFoundError instead)."""
         from plaudit.store.proving import prove
 
-        return prove(self, event_id)
+        return prove(self, event_id, sign=sign)
 
-    def consistency(self, from_size: int, old_root: bytes | None = None) -> bytes:
+    def consistency(
+        self, from_size: int, old_root: bytes | None = None, *, sign: bool = True
+    ) -> bytes:
         """A bundle proving that the log extends its tree of `from_size` events."""
         from plaudit.store.proving import consistency_from
 
-        return consistency_from(self, from_size, old_root)
+        return consistency_from(self, from_size, old_root, sign=sign)
 
     # -- projections --------------------------------------------------------------------
     def rebuild(self, names: Sequence[str] | None = None) -> dict[str, int]:

@@ -64,13 +64,20 @@ def checkpoint_now(log: EventLog) -> Checkpoint:
     return ck
 
 
-def _covering_checkpoint(log: EventLog, seq: int) -> Checkpoint:
+def _covering_checkpoint(log: EventLog, seq: int, *, sign: bool) -> Checkpoint:
     with log.reading() as view:
         ck = newest_checkpoint(view.tx, at_least=seq)
-    return ck if ck is not None else checkpoint_now(log)
+    if ck is not None:
+        return ck
+    if not sign:
+        raise NotFoundError(
+            f"no signed checkpoint covers position {seq} yet: sign one (`plaudit log "
+            "checkpoint`, POST /v1/log/checkpoint) or wait for the automatic one"
+        )
+    return checkpoint_now(log)
 
 
-def prove(log: EventLog, event_id: str) -> bytes:
+def prove(log: EventLog, event_id: str, *, sign: bool = True) -> bytes:
     """A self-contained inclusion proof bundle for one event (see docs/proofs.md)."""
     from plaudit.store.proofs import build_proof
 
@@ -78,7 +85,7 @@ def prove(log: EventLog, event_id: str) -> bytes:
         event = view.get(event_id)
     if event is None:
         raise NotFoundError(f"no event with id {event_id!r} in the log")
-    ck = _covering_checkpoint(log, event.seq)
+    ck = _covering_checkpoint(log, event.seq, sign=sign)
     key = log.checkpointer.key()
     with log.reading() as view:
         src = TxSource(view.tx)
@@ -110,7 +117,9 @@ def _stored_texts(view: LogView, seq: int) -> tuple[str, str]:
     return str(row[0]), str(row[1])
 
 
-def consistency_from(log: EventLog, old_size: int, old_root: bytes | None = None) -> bytes:
+def consistency_from(
+    log: EventLog, old_size: int, old_root: bytes | None = None, *, sign: bool = True
+) -> bytes:
     """A bundle proving that the current log (at its newest checkpoint, signed now if the head
     moved on) extends the tree of `old_size` events; with `old_root`, that tree exactly."""
     from plaudit.store.proofs import build_consistency
@@ -124,7 +133,7 @@ def consistency_from(log: EventLog, old_size: int, old_root: bytes | None = None
             f"the log has {length} events, fewer than the {old_size} of the old checkpoint: "
             "events were removed"
         )
-    ck = _covering_checkpoint(log, max(length, 1))
+    ck = _covering_checkpoint(log, max(length, 1), sign=sign)
     key = log.checkpointer.key()
     with log.reading() as view:
         src = TxSource(view.tx)

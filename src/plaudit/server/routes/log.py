@@ -116,21 +116,26 @@ def verify(
     return msgspec.to_builtins(p.log.verify(against=against or None, full=full))
 
 
-@router.get("/checkpoint")
-def checkpoint(
-    p: PlauditDep,
-    fresh: Annotated[
-        bool, Query(description="Sign a checkpoint of the log as it is now (needs a write).")
-    ] = False,
-) -> Response:
-    """The newest signed checkpoint as its text note (`plaudit-checkpoint v1`, see
-    docs/proofs.md), with the public key's fingerprint in `X-Plaudit-Log`."""
-    ck = p.log.checkpoint() if fresh else p.log.latest_checkpoint()
-    if ck is None:
-        ck = p.log.checkpoint()
+def _note(ck: Any) -> Response:
     return Response(
         ck.to_text(), media_type="text/plain; charset=utf-8", headers={"X-Plaudit-Log": ck.log}
     )
+
+
+@router.get("/checkpoint")
+def checkpoint(p: PlauditDep) -> Response:
+    """The newest signed checkpoint as its text note (`plaudit-checkpoint v1`, see
+    docs/proofs.md), with the log's key fingerprint in `X-Plaudit-Log`."""
+    ck = p.log.latest_checkpoint()
+    if ck is None:
+        raise NotFoundError("no checkpoint has been signed yet: POST /v1/log/checkpoint")
+    return _note(ck)
+
+
+@router.post("/checkpoint", dependencies=[Depends(require_write)])
+def sign_checkpoint(p: PlauditDep) -> Response:
+    """Sign a checkpoint of the log as it is now; it also goes to every witness."""
+    return _note(p.log.checkpoint())
 
 
 @router.get("/proof/{event_id}")
@@ -140,7 +145,7 @@ def proof(
 ) -> Response:
     """A self-contained inclusion proof bundle (`plaudit-proof v1`) for one event: check it
     with `plaudit log check-proof`, or by hand (docs/proofs.md)."""
-    return Response(p.log.prove(event_id), media_type="application/json")
+    return Response(p.log.prove(event_id, sign=False), media_type="application/json")
 
 
 @router.get("/consistency")
@@ -153,7 +158,7 @@ def consistency(
 ) -> Response:
     """A bundle (`plaudit-consistency v1`) proving that the log extends its tree of `from`
     events, up to the newest signed checkpoint."""
-    return Response(p.log.consistency(from_), media_type="application/json")
+    return Response(p.log.consistency(from_, sign=False), media_type="application/json")
 
 
 @router.get("/head")
