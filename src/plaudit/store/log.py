@@ -454,12 +454,19 @@ class EventLog:
         one whenever it is free, else wait for the holder to finish, then look again."""
         ids = list({p.event.id: None for r in waiting for p in r.prepared})
         deadline = time.monotonic() + WAIT_LIMIT_S
+        # The lease was busy a moment ago, so first wait for its holder to finish: usually
+        # that pass (or the next) sequences these events, and the lease is not needed.
+        lease_free = False
         while True:
-            with self.backend.try_write() as tx:
-                if tx is not None:
-                    self._drain(tx)
-            if tx is None:
+            if lease_free:
+                with self.backend.try_write() as tx:
+                    if tx is not None:
+                        self._drain(tx)
+                if tx is None:
+                    self.backend.wait_for_lease(WAIT_POLL_S)
+            else:
                 self.backend.wait_for_lease(WAIT_POLL_S)
+                lease_free = True
             with self.backend.intake(single=True) as rtx:
                 found, pending = rtx.sequenced(ids)  # type: ignore[attr-defined]
             if not pending:
