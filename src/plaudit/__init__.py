@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "IntegrityError": "plaudit.errors",
     "NotFoundError": "plaudit.errors",
     "PlauditError": "plaudit.errors",
+    "StoreNotFoundError": "plaudit.errors",
     "ValidationError": "plaudit.errors",
     "Event": "plaudit.events",
     "StoredEvent": "plaudit.events",
@@ -60,6 +61,7 @@ __all__ = [
     "PlauditError",
     "Projection",
     "Selection",
+    "StoreNotFoundError",
     "StoredEvent",
     "Tx",
     "ValidationError",
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
         IntegrityError,
         NotFoundError,
         PlauditError,
+        StoreNotFoundError,
         ValidationError,
     )
     from plaudit.events import Event, StoredEvent, make_event

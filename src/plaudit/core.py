@@ -25,6 +25,12 @@ class Plaudit:
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 
+        #: True when this handle made a new store: surfaces say so, so a typo is visible.
+        self.created = False
+        if getattr(backend, "create", True):
+            with backend.read() as tx:
+                self.created = not tx.table_exists("plaudit_events")
+        # (A backend opened with create=False refuses a missing store on its first connection.)
         self.log.init()
 
     @classmethod
@@ -34,11 +40,16 @@ class Plaudit:
         *,
         schema: str | None = None,
         durability: str = "full",
+        create: bool = True,
     ) -> Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
-        SQLite; a killed process still loses nothing that was acknowledged."""
-        return cls(make_backend(db, schema=schema, durability=durability))
+        SQLite; a killed process still loses nothing that was acknowledged.
+
+        `create=False` is for readers: a store that does not exist raises
+        `StoreNotFoundError` instead of being made empty (a mistyped path would otherwise
+        "verify" a log of 0 events). With `create=True`, `created` tells whether it was new."""
+        return cls(make_backend(db, schema=schema, durability=durability, create=create))
 
     @property
     def dialect(self) -> str:

@@ -296,10 +296,19 @@ def export_rows(log: EventLog, out: IO[bytes], *, types: Sequence[str] | None = 
     return n
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> Any:
-    """Write to a temporary file beside `path`, fsync, then rename: all or nothing."""
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any], *, what: str = "path"
+) -> Any:
+    """Write to a temporary file beside `path`, fsync, then rename: all or nothing.
+
+    The directory must exist: a mistyped path is an error, never a tree of new directories."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.parent.is_dir():
+        raise ValidationError(
+            what,
+            f"cannot write {target}: its directory {target.parent} does not exist "
+            "(create it first; plaudit makes no directories it was not asked for)",
+        )
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:

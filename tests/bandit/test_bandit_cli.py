@@ -13,6 +13,10 @@ from plaudit.cli import main
 
 @pytest.fixture
 def cli(db_url: str, capsys: pytest.CaptureFixture[str]):
+    """`plaudit --db <store> ...` on a store made by `plaudit init` (reads refuse a missing one)."""
+    assert main(["--db", db_url, "init"]) == 0
+    capsys.readouterr()
+
     def run(*args: str) -> tuple[int, str, str]:
         code = main(["--db", db_url, *args])
         out, err = capsys.readouterr()

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from plaudit import Plaudit
 from plaudit.errors import ValidationError
 from plaudit.signals.audit import GATES, audit, thresholds
 
@@ -224,6 +225,9 @@ def test_cli_pass_fail_exit_codes(tmp_path) -> None:
 
 def test_cli_audit_of_log(tmp_path, db_url) -> None:
     r = run_plaudit("--db", db_url, "signal", "audit", "--json")
+    assert r.returncode == 2 and "no plaudit store at" in r.stderr  # nothing to audit, or a typo
+    Plaudit.open(db_url).close()
+    r = run_plaudit("--db", db_url, "signal", "audit", "--json")
     assert r.returncode == 1  # an empty log cannot pass
     report = json.loads(r.stdout)
     assert report["summary"] is None and report["gates"]["min_decisions"]["actual"] == 0
@@ -258,7 +262,9 @@ def test_cli_export_then_audit_end_to_end(tmp_path) -> None:
     ],
 )
 def test_cli_export_bad_input(tmp_path, args, message) -> None:
-    r = run_plaudit("signal", "export", "--output-dir", str(tmp_path / "o"), *args)
+    db = str(tmp_path / "p.db")
+    Plaudit.open(db).close()
+    r = run_plaudit("--db", db, "signal", "export", "--output-dir", str(tmp_path / "o"), *args)
     assert r.returncode == 2
     assert message in r.stderr and r.stderr.startswith("error: ")
     assert "Traceback" not in r.stderr

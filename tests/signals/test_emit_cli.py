@@ -181,7 +181,8 @@ def test_a_seq_mem_that_cannot_be_opened_leaves_the_log_untouched(tmp_path) -> N
     r = run_plaudit(
         "--db", str(db), "signal", "emit", "--seq-mem", str(tmp_path / "adir"), *DECISION
     )
-    assert r.returncode == 2 and r.stderr.startswith("error: seq_mem: cannot open")
+    assert r.returncode == 2 and "\nerror: seq_mem: cannot open" in r.stderr
+    assert r.stderr.startswith(f"created a new plaudit store at {db}\n")  # said, even so
     with Plaudit.open(db) as p:
         assert len(p.log) == 0  # nothing written anywhere; a retry is a first emit
     ok = tmp_path / "ok.jsonl"

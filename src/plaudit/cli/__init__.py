@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 #: command name -> "module:attr" of a click command or group
 COMMANDS: dict[str, str] = {
+    "init": "plaudit.cli.log:init",
     "log": "plaudit.cli.log:log",
     "rebuild": "plaudit.cli.log:rebuild",
     "signal": "plaudit.cli.signal:signal",

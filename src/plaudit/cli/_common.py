@@ -40,14 +40,25 @@ def resolve(db: str | None) -> str | None:
 
 
 @contextmanager
-def open_store(db: str | None) -> Iterator[Plaudit]:
+def open_store(db: str | None, *, create: bool = False, **options: Any) -> Iterator[Plaudit]:
+    """The store for a command. Only commands that write pass `create=True`; a read never
+    makes a store, so a mistyped `--db` is an error (exit 2), not an empty log."""
     from plaudit.core import Plaudit  # here, so commands that never open a store skip it
 
-    p = Plaudit.open(resolve(db))
+    p = Plaudit.open(resolve(db), create=create, **options)
     try:
+        if p.created:
+            announce_created(p)
         yield p
     finally:
         p.close()
+
+
+def announce_created(p: Plaudit) -> None:
+    """One line on stderr when a write made a new store (stdout stays the command's own)."""
+    from plaudit.config import describe_store
+
+    click.echo(f"created a new plaudit store at {describe_store(p.backend)}", err=True)
 
 
 def to_jsonable(value: Any) -> Any:

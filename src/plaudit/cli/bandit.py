@@ -121,7 +121,7 @@ def arms_show(db: str | None, arm_id: str, as_json: bool) -> None:
 def arms_register(db: str | None, file: str, as_json: bool) -> None:
     """Register or update arms from a JSON file ([{"id", "tokens", "content"?, "kind"?}])."""
     data = _load_arms(file)
-    with open_store(db) as p:
+    with open_store(db, create=True) as p:
         registered = p.bandit.register(data)
     if as_json:
         echo_json({"registered": len(registered)})
@@ -150,7 +150,7 @@ def arms_config(db: str | None, settings: tuple[str, ...], as_json: bool) -> Non
             changes[key] = msgspec.json.decode(raw)
         except msgspec.DecodeError:
             changes[key] = raw  # a bare word such as passive or auto
-    with open_store(db) as p:
+    with open_store(db, create=bool(changes)) as p:
         cfg = p.bandit.configure(changes) if changes else p.bandit.config
     if as_json:
         echo_json(cfg)
@@ -178,7 +178,8 @@ def select(
 ) -> None:
     """Choose the arms for one run and record it; prints the run id to observe later."""
     data = _load_arms(arms_file) if arms_file else None
-    with open_store(db) as p:
+    # Without --arms the store must already hold registered arms: nothing to create.
+    with open_store(db, create=data is not None) as p:
         sel = p.bandit.select(
             data, token_budget=budget, context=context, seed=seed, session_id=session_id
         )

@@ -24,10 +24,10 @@ def _config() -> str | None:
 
 
 @contextmanager
-def open_ledger(db: str | None) -> Iterator[Any]:
+def open_ledger(db: str | None, *, create: bool = False) -> Iterator[Any]:
     from plaudit.ledger import Ledger
 
-    with open_store(db) as p:
+    with open_store(db, create=create) as p:
         yield Ledger(p, _config())
 
 
@@ -76,7 +76,7 @@ def record(
     as_json: bool,
 ) -> None:
     """Record one reward or penalty (validated, cross-referenced, checksummed)."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         t = lg.record(category, action, points=points, source=source, session=session, key=key)
     if as_json:
         echo_json(t)
@@ -110,7 +110,7 @@ def record_batch(db: str | None, file: Any, as_json: bool) -> None:
                     items.append(msgspec.json.decode(line))
                 except msgspec.DecodeError as exc:
                     raise ValidationError(f"line {no}", f"malformed JSON: {exc}") from None
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         txs = lg.record_batch(items)
     if as_json:
         echo_json({"recorded": len(txs), "transactions": txs})
@@ -364,7 +364,7 @@ def backup(db: str | None, file: str, as_json: bool) -> None:
 @json_option
 def restore(db: str | None, file: str, as_json: bool) -> None:
     """Restore a backup into an empty store (or one holding a prefix of it)."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.restore(file)
     if as_json:
         echo_json(r)
@@ -378,7 +378,7 @@ def restore(db: str | None, file: str, as_json: bool) -> None:
 @json_option
 def import_sources(db: str | None, directory: str, as_json: bool) -> None:
     """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.import_sources(directory)
     if as_json:
         echo_json(r)
@@ -396,7 +396,7 @@ def import_sources(db: str | None, directory: str, as_json: bool) -> None:
 @json_option
 def import_progress_cmd(db: str | None, file: str, as_json: bool) -> None:
     """Import a progress.json; an opening balance covers what its log does not."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.import_progress(file)
     if as_json:
         echo_json(r)
@@ -484,7 +484,7 @@ def sessions() -> None:
 @json_option
 def session_start(db: str | None, session_id: str | None, label: str | None, as_json: bool) -> None:
     """Start a session; transactions go to it until it ends."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         s = lg.start_session(session_id, label=label)
     echo_json(s) if as_json else click.echo(f"started {s['session_id']}")
 

@@ -55,7 +55,7 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
             except msgspec.DecodeError as exc:
                 where = f"line {n}"
                 raise ValidationError("input", f"malformed JSON: {exc}", where=where) from None
-    with open_store(db) as p:
+    with open_store(db, create=True) as p:
         result = p.log.append_batch(events)
     if as_json:
         echo_json(
@@ -92,7 +92,7 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
     """Stream a seq_mem.jsonl file into the log; bad lines go to quarantine."""
     from plaudit.seqmem import import_file
 
-    with open_store(db) as p:
+    with open_store(db, create=True) as p:
         prog, advance = _progress(file)
         if prog is not None:
             with prog:
@@ -138,7 +138,7 @@ def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> Non
             sys.stdout.flush()
         else:
             try:
-                n = atomic_write(output, write)
+                n = atomic_write(output, write, what="output")
             except OSError as exc:
                 raise ValidationError(
                     "output", f"cannot write {output}: {exc.strerror or exc}"
@@ -260,6 +260,25 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
 
 @click.command()
 @db_option
+@json_option
+def init(db: str | None, as_json: bool) -> None:
+    """Create an empty store at --db (a SQLite file, or a PostgreSQL schema), or confirm one.
+
+    Commands that write create their store on first use; this does it up front, so that
+    every command that only reads can be pointed at it."""
+    from plaudit.config import describe_store
+
+    with open_store(db, create=True) as p:
+        where = describe_store(p.backend)
+        length = p.log.head().length
+    if as_json:
+        echo_json({"store": where, "created": p.created, "events": length})
+    elif not p.created:
+        click.echo(f"a plaudit store already exists at {where} ({length} events); left as it was")
+
+
+@click.command()
+@db_option
 @click.argument("names", nargs=-1, metavar="[PROJECTION]...")
 @json_option
 def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
@@ -275,4 +294,4 @@ def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"rebuilt {name} from {n} events")
 
 
-__all__ = ["log", "rebuild"]
+__all__ = ["init", "log", "rebuild"]

@@ -275,6 +275,8 @@ def audit(
 
         body = (json.dumps(report, indent=2) + "\n").encode()
         try:
+            # The audit has always made its report's directory; atomic_write makes none.
+            target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda f: f.write(body))
         except OSError as exc:
             raise ValidationError(
