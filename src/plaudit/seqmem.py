@@ -48,6 +48,20 @@ class ImportReport(msgspec.Struct):
     quarantined: int = 0
     blank: int = 0
     seconds: float = 0.0
+    #: False when not one line was valid (all quarantined, or none at all): a failed import,
+    #: however many lines the quarantine kept. `problem` then says which.
+    ok: bool = True
+    problem: str | None = None
+
+    def judge(self) -> None:
+        valid = self.imported + self.duplicates
+        if valid:
+            self.ok, self.problem = True, None
+        elif self.quarantined:
+            every = "the only line" if self.quarantined == 1 else f"all {self.quarantined} lines"
+            self.ok, self.problem = False, f"no valid line: {every} went to quarantine"
+        else:
+            self.ok, self.problem = False, "no events: the file is empty or blank"
 
 
 class QuarantinedLine(msgspec.Struct):
@@ -241,6 +255,7 @@ def import_file(
                 flush()
         flush()
     report.seconds = time.perf_counter() - started
+    report.judge()
     return report
 
 

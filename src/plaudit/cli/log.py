@@ -106,8 +106,12 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
             f"{file}: {report.imported} imported, {report.duplicates} duplicate, "
             f"{report.quarantined} quarantined ({report.lines} lines, {report.seconds:.2f}s)"
         )
-        if report.quarantined:
-            click.echo("see `plaudit log quarantine` for the reasons", err=True)
+    if not report.ok:
+        click.echo(f"error: {file}: {report.problem}; nothing was imported", err=True)
+    if report.quarantined:
+        click.echo("see `plaudit log quarantine` for the reasons", err=True)
+    if not report.ok:
+        raise click.exceptions.Exit(1)
 
 
 @log.command("export")
@@ -187,12 +191,23 @@ def head(db: str | None, as_json: bool) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events.")
 @json_option
 def tail(db: str | None, count: int, types: tuple[str, ...], follow: bool, as_json: bool) -> None:
-    """Show the newest events."""
+    """Show the newest events; one whose payload does not decode is shown as CORRUPTED.
+
+    Exits 5 when it showed a corrupted event (`plaudit log verify` checks the whole chain)."""
+    from plaudit.logview import CorruptEvent, read
+    from plaudit.logview import tail as tail_events
+
     enc = msgspec.json.Encoder()
+    corrupted = 0
 
     def show(e: Any) -> None:
+        nonlocal corrupted
+        if isinstance(e, CorruptEvent):
+            corrupted += 1
         if as_json:
             click.echo(enc.encode(e).decode())
+        elif isinstance(e, CorruptEvent):
+            click.echo(f"{e.seq:>8} CORRUPTED {e.reason}")
         else:
             payload = msgspec.json.encode(e.payload).decode()
             if len(payload) > 100:
@@ -200,15 +215,22 @@ def tail(db: str | None, count: int, types: tuple[str, ...], follow: bool, as_js
             click.echo(f"{e.seq:>8} {e.ts_ms} {e.type} {e.session_id} {payload}")
 
     with open_store(db) as p:
-        events = p.log.tail(count, types=types or None)
+        events = tail_events(p.log, count, types=types or None)
         for e in events:
             show(e)
         last = events[-1].seq if events else p.log.head().length
         while follow:
             time.sleep(0.5)
-            for e in p.log.replay(last, types=types or None):
+            for e in read(p.log, last, types=types or None):
                 show(e)
                 last = e.seq
+    if corrupted:
+        click.echo(
+            f"error: {corrupted} event{'s' if corrupted > 1 else ''} shown as CORRUPTED: the "
+            "stored payload does not decode; run `plaudit log verify`",
+            err=True,
+        )
+        raise click.exceptions.Exit(5)
 
 
 @log.command()
