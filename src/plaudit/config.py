@@ -68,8 +68,10 @@ def make_backend(
     if durability not in ("full", "normal"):
         raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
     if is_postgres(url):
+        from plaudit.extras import need
         from plaudit.store.postgres import PostgresBackend
 
+        need("psycopg", extra="postgres", feature="a postgresql:// store")
         dsn, dsn_schema = split_schema(url)
         return PostgresBackend(dsn, schema=schema or dsn_schema, create=create)
     from plaudit.store.sqlite import SqliteBackend

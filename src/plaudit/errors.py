@@ -89,6 +89,18 @@ class ConfigError(PlauditError):
     http_status = 400
 
 
+class MissingExtraError(ConfigError):
+    """A feature needs an optional extra that is not installed (see plaudit.extras)."""
+
+    http_status = 501
+
+    def __init__(self, extra: str, feature: str) -> None:
+        self.extra = extra
+        self.feature = feature
+        self.install = f"pip install 'plaudit[{extra}]'"
+        super().__init__(f"{feature} needs the {extra} extra: {self.install}")
+
+
 class BackendUnavailableError(PlauditError):
     exit_code = 6
     http_status = 503

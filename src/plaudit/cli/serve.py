@@ -93,6 +93,9 @@ def serve(
         if origin != "*" and not origin.startswith(("http://", "https://")):
             raise fail(f"--cors-origin {origin!r} must look like https://example.com", 2)
 
+    from plaudit.extras import require
+
+    require("server", "plaudit serve")
     import uvicorn
 
     from plaudit.core import Plaudit

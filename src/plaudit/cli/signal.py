@@ -150,6 +150,11 @@ def export(
     """Export joined, deduplicated, split training rows and summary.json."""
     from plaudit.signals.export import export as run_export
 
+    if "parquet" in formats:  # before any work, not after reading the whole log
+        from plaudit.extras import require
+
+        require("parquet", "--format parquet")
+
     options: dict[str, Any] = {
         "output_dir": output_dir,
         "seed": seed,
