@@ -150,15 +150,15 @@ def test_append_rejects_bytes_that_are_not_utf8(sqlite_url: str) -> None:
         capture_output=True,
         timeout=60,
     )
-    assert r.returncode == 2 and b"error: input: invalid UTF-8 at byte" in r.stderr
+    assert r.returncode == 2 and b"error: stdin: input: invalid UTF-8 at byte" in r.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "stdin", "code", "words"),
     [
-        (["log", "append"], "{not json", 2, "error: input: malformed JSON"),
-        (["log", "append"], '{"type": "a.b"}\n{oops', 2, "error: line 2: input: malformed JSON"),
-        (["log", "append"], "  \n", 2, "error: input: no events given"),
+        (["log", "append"], "{not json", 2, "error: stdin: input: malformed JSON"),
+        (["log", "append"], '{"type": "a.b"}\n{oops', 2, "error: stdin:2: input: malformed JSON"),
+        (["log", "append"], "  \n", 2, "error: stdin: input: is empty: no JSON given"),
         (["log", "append"], '"just a string"', 2, "error: event[0]: event: must be an object"),
         (["log", "append"], '{"type": "a.b", "ts_ms": "x"}', 2, "error: event[0]: ts_ms:"),
         (["log", "append"], '[{"type": "a.b"}, {"type": "bad"}]', 2, "error: event[1]: type:"),

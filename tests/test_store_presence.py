@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PG_DSN, require_pg
 from plaudit import Plaudit
 from plaudit.cli import main
 from plaudit.config import is_postgres, split_schema
@@ -28,7 +27,7 @@ READS: list[list[str]] = [
     ["arms", "show", "tool:exec:Bash"],
     ["arms", "config"],
     ["select"],
-    ["observe", "--run-id", "r1", "--output", "ANSWER"],
+    ["observe", "--run-id", "r1", "--response", "ANSWER"],
     ["posteriors"],
     ["savings"],
     ["signal", "audit"],
@@ -55,8 +54,8 @@ READS: list[list[str]] = [
 def schema_exists(url: str) -> bool:
     import psycopg
 
-    _, schema = split_schema(url)
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    dsn, schema = split_schema(url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     return row is not None
 
@@ -102,12 +101,12 @@ def test_read_commands_never_create_a_postgres_schema(pg_url: str, args, capsys)
 def test_an_existing_schema_without_a_store_is_not_one(pg_url: str, capsys) -> None:
     import psycopg
 
-    _, schema = split_schema(pg_url)
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    dsn, schema = split_schema(pg_url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     assert main(["--db", pg_url, "log", "head"]) == 2
     assert "(no plaudit tables there)" in capsys.readouterr().err
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         tables = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
         ).fetchone()
@@ -128,11 +127,11 @@ def test_library_refuses_and_creates_nothing(db_url: str) -> None:
         assert not p.created
 
 
-def test_a_password_never_appears_in_the_message() -> None:
-    require_pg()
-    base, _ = split_schema(PG_DSN)
-    host = base.split("://", 1)[1]
-    url = f"postgresql://postgres:s3cret@{host}?schema=t_never_there&password=s3cret"
+@pytest.mark.postgres
+def test_a_password_never_appears_in_the_message(pg_url: str) -> None:
+    dsn, schema = split_schema(pg_url)
+    host = dsn.split("://", 1)[1]
+    url = f"postgresql://postgres:s3cret@{host}?schema={schema}&password=s3cret"
     with pytest.raises(StoreNotFoundError) as info:
         Plaudit.open(url, create=False)
     assert "s3cret" not in str(info.value) and "***" in str(info.value)

@@ -12,7 +12,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import msgspec
@@ -309,29 +308,3 @@ def export_rows(log: EventLog, out: IO[bytes], *, types: Sequence[str] | None = 
     if buf:
         out.write(b"\n".join(buf) + b"\n")
     return n
-
-
-def atomic_write(
-    path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any], *, what: str = "path"
-) -> Any:
-    """Write to a temporary file beside `path`, fsync, then rename: all or nothing.
-
-    The directory must exist: a mistyped path is an error, never a tree of new directories."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise ValidationError(
-            what,
-            f"cannot write {target}: its directory {target.parent} does not exist "
-            "(create it first; plaudit makes no directories it was not asked for)",
-        )
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            result = write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return result

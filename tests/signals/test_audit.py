@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _terminal import on_a_terminal
 from plaudit import Plaudit
 from plaudit.errors import ValidationError
 from plaudit.signals.audit import GATES, audit, thresholds
@@ -272,37 +269,12 @@ def test_cli_export_bad_input(tmp_path, args, message) -> None:
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path) -> None:
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run(
-            [
-                sys.executable, "-c", "import sys; from plaudit.cli import main; sys.exit(main())",
-                "signal", "export", "--seq-mem", str(DATA / "compat.jsonl"),
-                "--output-dir", str(tmp_path / "o"), "--max-age-hours", str(BIG_AGE),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=slave,
-            timeout=120,
-            env={**os.environ, "COLUMNS": "100"},
-        )  # fmt: skip
-        os.close(slave)
-        slave = -1
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        if slave != -1:
-            os.close(slave)
-        os.close(master)
-    assert proc.returncode == 0
-    assert b"reading" in b"".join(chunks)  # the bar was drawn on the terminal
-    assert b"reading" not in proc.stdout
+    args = ["signal", "export", "--seq-mem", str(DATA / "compat.jsonl")]
+    args += ["--output-dir", str(tmp_path / "o"), "--max-age-hours", str(BIG_AGE)]
+    code, out, drawn = on_a_terminal(args)
+    assert code == 0
+    assert b"reading" in drawn  # the bar was drawn on the terminal
+    assert b"reading" not in out
 
 
 def test_cli_takes_the_references_abbreviations(tmp_path) -> None:

@@ -373,7 +373,7 @@ def test_import_without_blocks_then_restores(tmp_path) -> None:
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
-        "from plaudit.signals.emit_cli import import_without\n"
+        "from plaudit.cli.emit import import_without\n"
         "assert import_without('fine', 'typing_extensions').VALUE == 2\n"
         "assert 'typing_extensions' not in sys.modules\n"
         "assert import_without('needs_it', 'typing_extensions').VALUE == 1\n"
@@ -390,7 +390,7 @@ def test_import_without_reraises_other_import_errors(tmp_path) -> None:
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
-        "from plaudit.signals.emit_cli import import_without\n"
+        "from plaudit.cli.emit import import_without\n"
         "try:\n"
         "    import_without('broken', 'typing_extensions')\n"
         "except ModuleNotFoundError as exc:\n"

@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Fast path for shell hooks: `plaudit [--db X] [--seq-mem P] signal emit ...` skips click.
     if "signal" in args and "emit" in args and args.index("emit") == args.index("signal") + 1:
         try:
-            from plaudit.signals.emit_cli import main as emit_main
+            from plaudit.cli.emit import main as emit_main
         except ImportError:
             pass
         else:

@@ -15,6 +15,33 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class SuggestingGroup(click.Group):
+    """A group that answers a mistyped command with the commands it may have meant.
+
+    click suggests only among commands it already holds, so a group whose commands are
+    imported on demand (the top level) got none; this asks `list_commands` instead."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = click.utils.make_str(args[0])
+        if (
+            not ctx.resilient_parsing
+            and not name.startswith("-")
+            and self.get_command(ctx, name) is None
+        ):
+            from difflib import get_close_matches
+
+            close = get_close_matches(name, self.list_commands(ctx), n=3)
+            hint = ""
+            if len(close) == 1:
+                hint = f" Did you mean {close[0]!r}?"
+            elif close:
+                hint = f" Did you mean one of: {', '.join(map(repr, close))}?"
+            raise click.UsageError(f"No such command {name!r}.{hint}", ctx)
+        return super().resolve_command(ctx, args)
+
+
 def db_option(f: F) -> F:
     """`--db` on every command; it overrides the group-level `plaudit --db`."""
     return click.option(

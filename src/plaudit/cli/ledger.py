@@ -8,10 +8,8 @@ from datetime import date
 from typing import Any
 
 import click
-import msgspec
 
-from plaudit.cli._common import db_option, echo_json, json_option, open_store
-from plaudit.errors import ValidationError
+from plaudit.cli._common import SuggestingGroup, db_option, echo_json, json_option, open_store
 
 
 def _config() -> str | None:
@@ -31,7 +29,7 @@ def open_ledger(db: str | None, *, create: bool = False) -> Iterator[Any]:
         yield Ledger(p, _config())
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 @click.option(
     "--config",
     "config",
@@ -86,30 +84,15 @@ def record(
 
 @ledger.command("record-batch")
 @db_option
-@click.argument("file", type=click.File("rb"), default="-")
+@click.argument("file", default="-")
 @json_option
-def record_batch(db: str | None, file: Any, as_json: bool) -> None:
-    """Record transactions from JSON lines (or one JSON array), all or none.
+def record_batch(db: str | None, file: str, as_json: bool) -> None:
+    """Record transactions from FILE (default: stdin) as JSON lines or a JSON array, all or none.
 
     Each item has category and action, optionally points, source, session, key."""
-    raw = file.read()
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError as exc:
-        raise ValidationError("input", f"is not UTF-8: {exc.reason}") from None
-    items: list[Any] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = msgspec.json.decode(text)
-        except msgspec.DecodeError as exc:
-            raise ValidationError("input", f"malformed JSON: {exc}") from None
-    else:
-        for no, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    items.append(msgspec.json.decode(line))
-                except msgspec.DecodeError as exc:
-                    raise ValidationError(f"line {no}", f"malformed JSON: {exc}") from None
+    from plaudit.inputs import as_list, load
+
+    items = as_list(load(file, what="input"))
     with open_ledger(db, create=True) as lg:
         txs = lg.record_batch(items)
     if as_json:
@@ -472,7 +455,7 @@ def apply_rules(db: str | None, as_json: bool) -> None:
         )
 
 
-@ledger.group()
+@ledger.group(cls=SuggestingGroup)
 def sessions() -> None:
     """Explicit scoring sessions: start, end, list."""
 

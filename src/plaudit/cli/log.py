@@ -10,11 +10,12 @@ from typing import Any
 import click
 import msgspec
 
-from plaudit.cli._common import db_option, echo_json, json_option, open_store
+from plaudit.cli._common import SuggestingGroup, db_option, echo_json, json_option, open_store
+from plaudit.cli._progress import counting, progress_bar
 from plaudit.errors import ValidationError
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def log() -> None:
     """The append-only, hash-chained event log."""
 
@@ -28,33 +29,12 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
 
     Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
     """
+    from plaudit.inputs import STDIN, as_list, load, parse
+
     if event_json is not None:
-        raw = event_json
+        events = as_list(parse(event_json, what="input"))
     else:
-        try:
-            raw = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValidationError("input", f"invalid UTF-8 at byte {exc.start}") from None
-    text = raw.strip()
-    if not text:
-        raise ValidationError("input", "no events given (pass JSON or pipe it on stdin)")
-    events: list[Any]
-    try:  # one JSON value: an object or an array of them, however it is laid out
-        parsed = msgspec.json.decode(text)
-        events = parsed if isinstance(parsed, list) else [parsed]
-    except msgspec.DecodeError as whole:
-        lines = text.splitlines()
-        if len(lines) == 1:
-            raise ValidationError("input", f"malformed JSON: {whole}") from None
-        events = []
-        for n, line in enumerate(lines, 1):  # else JSON lines
-            if not line.strip():
-                continue
-            try:
-                events.append(msgspec.json.decode(line))
-            except msgspec.DecodeError as exc:
-                where = f"line {n}"
-                raise ValidationError("input", f"malformed JSON: {exc}", where=where) from None
+        events = as_list(load(STDIN, what="input"))
     with open_store(db, create=True) as p:
         result = p.log.append_batch(events)
     if as_json:
@@ -66,24 +46,6 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
             click.echo(f"{r.status:9} {r.seq:>8}  {r.id}")
 
 
-def _progress(path: str) -> tuple[Any, Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    prog = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True),
-    )
-    task = prog.add_task("importing", total=os.path.getsize(path))
-    return prog, lambda n: prog.advance(task, n)
-
-
 @log.command("import")
 @db_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
@@ -92,13 +54,9 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
     """Stream a seq_mem.jsonl file into the log; bad lines go to quarantine."""
     from plaudit.seqmem import import_file
 
-    with open_store(db, create=True) as p:
-        prog, advance = _progress(file)
-        if prog is not None:
-            with prog:
-                report = import_file(p.log, file, progress=advance)
-        else:
-            report = import_file(p.log, file)
+    with open_store(db, create=True) as p, progress_bar("bytes") as update:
+        advance = counting(update, "importing", os.path.getsize(file))
+        report = import_file(p.log, file, progress=advance)
     if as_json:
         echo_json(report)
     else:
@@ -123,7 +81,8 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
 @click.option("-o", "--output", default="-", help="File to write atomically, or - for stdout.")
 def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> None:
     """Write the log out as seq_mem rows (default) or as full events."""
-    from plaudit.seqmem import atomic_write, export_rows
+    from plaudit.files import atomic_write
+    from plaudit.seqmem import export_rows
 
     with open_store(db) as p:
 
@@ -272,7 +231,7 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
     with open_store(db) as p:
         rows = quarantined(p.log, file=file, limit=limit)
     if as_json:
-        echo_json(rows)
+        echo_json({"quarantine": rows})
         return
     if not rows:
         click.echo("quarantine is empty")

@@ -15,9 +15,9 @@ import msgspec
 
 from plaudit.errors import ValidationError
 from plaudit.events import Event
+from plaudit.files import atomic_write
 from plaudit.ids import now_ms
 from plaudit.ledger.logsql import head_for_update
-from plaudit.seqmem import atomic_write
 from plaudit.store.projections import scan
 
 if TYPE_CHECKING:
