@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
     "demo": "plaudit.cli.demo:demo",
+    "doctor": "plaudit.cli.doctor:doctor",
 }
 
 
