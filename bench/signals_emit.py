@@ -77,6 +77,7 @@ def main() -> int:
             sys.executable, args.reference, "--seq-mem", str(work / "r.jsonl"), *decision_args(i),
         ]  # fmt: skip
     times: dict[str, list[float]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
     # As installed for a hook: bytecode cached. The warm-up call writes it (even where the
     # environment says not to) and warms the page cache.
     env = {"PYTHONDONTWRITEBYTECODE": ""}
@@ -84,16 +85,17 @@ def main() -> int:
         run_measured(make(-1 - len(times[name])), env=env)
     for i in range(args.runs):
         for name, make in variants.items():  # interleaved
-            wall, _, rc, _ = run_measured(make(i), env=env)
+            wall, _, rc, cpu_s = run_measured(make(i), env=env)
             if rc != 0:
                 print(f"{name} failed with exit status {rc}", file=sys.stderr)
                 return 1
             times[name].append(wall * 1000)
+            cpu[name].append(cpu_s * 1000)
     print(f"\none `emit decision` call, {args.runs} runs each\n")
-    print("| emitter | median (ms) | p90 (ms) |")
-    print("|---|---:|---:|")
+    print("| emitter | median (ms) | p90 (ms) | median CPU (ms) |")
+    print("|---|---:|---:|---:|")
     for name, t in times.items():
-        print(f"| {name} | {median(t):.1f} | {p90(t):.1f} |")
+        print(f"| {name} | {median(t):.1f} | {p90(t):.1f} | {median(cpu[name]):.1f} |")
     return 0
 
 

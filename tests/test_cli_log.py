@@ -89,6 +89,10 @@ def test_import_export_commands(db_url: str, tmp_path: Path, capsys) -> None:
     assert code == 0 and f"{n} imported, 0 duplicate, 0 quarantined" in out
     target = tmp_path / "sub" / "out.jsonl"
     code, _, err = run(["log", "export", "--db", db_url, "-o", str(target)], capsys)
+    assert code == 2 and f"its directory {target.parent} does not exist" in err
+    assert not target.parent.exists()  # a mistyped directory is never made
+    target.parent.mkdir()
+    code, _, err = run(["log", "export", "--db", db_url, "-o", str(target)], capsys)
     assert code == 0 and f"wrote {n} events" in err
     assert len(target.read_bytes().splitlines()) == n
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]  # no temp left
@@ -117,9 +121,14 @@ def test_plaudit_db_env_default(tmp_path: Path) -> None:
 
 
 def test_default_path_without_env(tmp_path: Path) -> None:
+    r = script(["log", "head"], cwd=tmp_path)  # a read never makes the store it was asked for
+    assert r.returncode == 2 and "no plaudit store at .plaudit/plaudit.db" in r.stderr
+    assert not (tmp_path / ".plaudit").exists()
+    r = script(["init"], cwd=tmp_path)
+    assert r.returncode == 0 and r.stderr == "created a new plaudit store at .plaudit/plaudit.db\n"
+    assert (tmp_path / ".plaudit" / "plaudit.db").exists()
     r = script(["log", "head"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / ".plaudit" / "plaudit.db").exists()
     assert r.stdout.startswith("0:")
 
 
@@ -141,15 +150,15 @@ def test_append_rejects_bytes_that_are_not_utf8(sqlite_url: str) -> None:
         capture_output=True,
         timeout=60,
     )
-    assert r.returncode == 2 and b"error: input: invalid UTF-8 at byte" in r.stderr
+    assert r.returncode == 2 and b"error: stdin: input: invalid UTF-8 at byte" in r.stderr
 
 
 @pytest.mark.parametrize(
     ("args", "stdin", "code", "words"),
     [
-        (["log", "append"], "{not json", 2, "error: input: malformed JSON"),
-        (["log", "append"], '{"type": "a.b"}\n{oops', 2, "error: line 2: input: malformed JSON"),
-        (["log", "append"], "  \n", 2, "error: input: no events given"),
+        (["log", "append"], "{not json", 2, "error: stdin: input: malformed JSON"),
+        (["log", "append"], '{"type": "a.b"}\n{oops', 2, "error: stdin:2: input: malformed JSON"),
+        (["log", "append"], "  \n", 2, "error: stdin: input: is empty: no JSON given"),
         (["log", "append"], '"just a string"', 2, "error: event[0]: event: must be an object"),
         (["log", "append"], '{"type": "a.b", "ts_ms": "x"}', 2, "error: event[0]: ts_ms:"),
         (["log", "append"], '[{"type": "a.b"}, {"type": "bad"}]', 2, "error: event[1]: type:"),
@@ -162,6 +171,7 @@ def test_append_rejects_bytes_that_are_not_utf8(sqlite_url: str) -> None:
 def test_console_script_errors(
     sqlite_url: str, args: list[str], stdin: str | None, code: int, words: str
 ) -> None:
+    Plaudit.open(sqlite_url).close()
     r = script([*args[:2], "--db", sqlite_url, *args[2:]], stdin=stdin)
     assert r.returncode == code, (r.stdout, r.stderr)
     assert words in r.stderr
@@ -200,6 +210,7 @@ def test_export_to_an_unwritable_place(sqlite_url: str, tmp_path: Path, capsys) 
     blocker = tmp_path / "file"
     blocker.write_text("x")
     target = str(blocker / "o.jsonl")
+    Plaudit.open(sqlite_url).close()
     code, _, err = run(["log", "export", "--db", sqlite_url, "-o", target], capsys)
     assert code == 2 and err.startswith("error: output: cannot write")
 

@@ -227,7 +227,7 @@ def test_cli_import_and_quarantine(db_url: str, tmp_path: Path, capsys) -> None:
     assert main(["log", "quarantine", "--db", db_url]) == 0
     assert f"{path}:2: line: malformed JSON" in capsys.readouterr().out
     assert main(["log", "quarantine", "--db", db_url, "--json", "--file", str(path)]) == 0
-    (q,) = json.loads(capsys.readouterr().out)
+    (q,) = json.loads(capsys.readouterr().out)["quarantine"]
     assert (q["line_no"], q["raw"]) == (2, "not json\n")
     assert main(["log", "quarantine", "--db", db_url, "--file", "elsewhere"]) == 0
     assert "quarantine is empty" in capsys.readouterr().out

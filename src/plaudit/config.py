@@ -33,20 +33,47 @@ def split_schema(dsn: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=urlencode(rest))), schema
 
 
+def redact_dsn(dsn: str) -> str:
+    """The DSN with its password (in the URL or a `password=` parameter) masked, for messages."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = [(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query, True)]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+
+
+def describe_store(backend: Backend) -> str:
+    """Where a store is, for people: a SQLite path, or a schema of a DSN without its password."""
+    dsn = getattr(backend, "dsn", None)
+    if dsn is None:
+        return backend.describe()
+    schema = getattr(backend, "schema", None)
+    return redact_dsn(dsn) if schema is None else f"schema {schema} of {redact_dsn(dsn)}"
+
+
 def make_backend(
     db: str | os.PathLike[str] | None = None,
     *,
     schema: str | None = None,
     durability: str = "full",
+    create: bool = True,
 ) -> Backend:
+    """The backend for `db`. `create=False` opens only an existing store: a missing one
+    raises `StoreNotFoundError` and nothing (file, directory, schema, table) is created."""
     url = resolve_db(db)
     if durability not in ("full", "normal"):
         raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
     if is_postgres(url):
+        from plaudit.extras import need
         from plaudit.store.postgres import PostgresBackend
 
+        need("psycopg", extra="postgres", feature="a postgresql:// store")
         dsn, dsn_schema = split_schema(url)
-        return PostgresBackend(dsn, schema=schema or dsn_schema)
+        return PostgresBackend(dsn, schema=schema or dsn_schema, create=create)
     from plaudit.store.sqlite import SqliteBackend
 
-    return SqliteBackend(url, durability=durability)  # type: ignore[arg-type]
+    return SqliteBackend(url, durability=durability, create=create)  # type: ignore[arg-type]

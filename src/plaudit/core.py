@@ -27,6 +27,12 @@ class Plaudit:
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 
+        #: True when this handle made a new store: surfaces say so, so a typo is visible.
+        self.created = False
+        if getattr(backend, "create", True):
+            with backend.read() as tx:
+                self.created = not tx.table_exists("plaudit_events")
+        # (A backend opened with create=False refuses a missing store on its first connection.)
         self.log.init()
 
     @classmethod
@@ -36,6 +42,7 @@ class Plaudit:
         *,
         schema: str | None = None,
         durability: str = "full",
+        create: bool = True,
         witness: Sequence[str | os.PathLike[str]] = (),
         checkpoint_every: int | None = None,
         checkpoint_seconds: float | None = None,
@@ -45,12 +52,16 @@ class Plaudit:
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
         SQLite; a killed process still loses nothing that was acknowledged.
 
+        `create=False` is for readers: a store that does not exist raises
+        `StoreNotFoundError` instead of being made empty (a mistyped path would otherwise
+        "verify" a log of 0 events). With `create=True`, `created` tells whether it was new.
+
         Checkpoints (docs/proofs.md) are signed every `checkpoint_every` events or
         `checkpoint_seconds` seconds (defaults: $PLAUDIT_CHECKPOINT_EVERY, else 1000;
         $PLAUDIT_CHECKPOINT_SECONDS, else 60), with `signing_key` (a path or PEM; default:
         $PLAUDIT_SIGNING_KEY, else `<db>.key` beside a SQLite store), and copied into every
         `witness` directory and those in $PLAUDIT_WITNESS."""
-        backend = make_backend(db, schema=schema, durability=durability)
+        backend = make_backend(db, schema=schema, durability=durability, create=create)
         try:
             checkpointer = Checkpointer(
                 backend,

@@ -50,6 +50,33 @@ class NotFoundError(PlauditError, LookupError):
     http_status = 404
 
 
+class StoreNotFoundError(NotFoundError):
+    """A command that only reads named a store that does not exist; nothing was created.
+
+    A usage error (exit 2), not a missing record: most often a mistyped `--db`."""
+
+    exit_code = 2
+
+    def __init__(self, location: str, message: str) -> None:
+        self.location = location
+        super().__init__(message)
+
+    @classmethod
+    def at(
+        cls, location: str, *, why: str = "no such file", db: str | None = None
+    ) -> StoreNotFoundError:
+        """The error for `location`, with the command that would create the store (`db` is
+        the `--db` value to show, when it differs from the location)."""
+        import shlex
+
+        create = f"plaudit --db {shlex.quote(db or location)} init"
+        return cls(
+            location,
+            f"no plaudit store at {location} ({why}); nothing was created or changed. "
+            f"Check --db and $PLAUDIT_DB, or create one: {create}",
+        )
+
+
 class IntegrityError(PlauditError):
     """The log or a projection failed verification."""
 
@@ -60,6 +87,18 @@ class IntegrityError(PlauditError):
 class ConfigError(PlauditError):
     exit_code = 2
     http_status = 400
+
+
+class MissingExtraError(ConfigError):
+    """A feature needs an optional extra that is not installed (see plaudit.extras)."""
+
+    http_status = 501
+
+    def __init__(self, extra: str, feature: str) -> None:
+        self.extra = extra
+        self.feature = feature
+        self.install = f"pip install 'plaudit[{extra}]'"
+        super().__init__(f"{feature} needs the {extra} extra: {self.install}")
 
 
 class BackendUnavailableError(PlauditError):

@@ -12,7 +12,6 @@ import hashlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import msgspec
@@ -49,6 +48,20 @@ class ImportReport(msgspec.Struct):
     quarantined: int = 0
     blank: int = 0
     seconds: float = 0.0
+    #: False when not one line was valid (all quarantined, or none at all): a failed import,
+    #: however many lines the quarantine kept. `problem` then says which.
+    ok: bool = True
+    problem: str | None = None
+
+    def judge(self) -> None:
+        valid = self.imported + self.duplicates
+        if valid:
+            self.ok, self.problem = True, None
+        elif self.quarantined:
+            every = "the only line" if self.quarantined == 1 else f"all {self.quarantined} lines"
+            self.ok, self.problem = False, f"no valid line: {every} went to quarantine"
+        else:
+            self.ok, self.problem = False, "no events: the file is empty or blank"
 
 
 _decoder = msgspec.json.Decoder(SeqMemRow)
@@ -234,6 +247,7 @@ def import_file(
                 flush()
         flush()
     report.seconds = time.perf_counter() - started
+    report.judge()
     return report
 
 
@@ -260,20 +274,3 @@ def export_rows(log: EventLog, out: IO[bytes], *, types: Sequence[str] | None = 
     if buf:
         out.write(b"\n".join(buf) + b"\n")
     return n
-
-
-def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], Any]) -> Any:
-    """Write to a temporary file beside `path`, fsync, then rename: all or nothing."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            result = write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return result

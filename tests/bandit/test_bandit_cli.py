@@ -13,6 +13,10 @@ from plaudit.cli import main
 
 @pytest.fixture
 def cli(db_url: str, capsys: pytest.CaptureFixture[str]):
+    """`plaudit --db <store> ...` on a store made by `plaudit init` (reads refuse a missing one)."""
+    assert main(["--db", db_url, "init"]) == 0
+    capsys.readouterr()
+
     def run(*args: str) -> tuple[int, str, str]:
         code = main(["--db", db_url, *args])
         out, err = capsys.readouterr()
@@ -60,7 +64,7 @@ def test_select_observe_posteriors_savings(cli, files, db_url) -> None:
         "observe",
         "--run-id",
         sel["run_id"],
-        "--output",
+        "--response",
         files["out"],
         "--tool-calls",
         files["calls"],
@@ -76,7 +80,7 @@ def test_select_observe_posteriors_savings(cli, files, db_url) -> None:
         "observe",
         "--run-id",
         sel["run_id"],
-        "--output",
+        "--response",
         files["out"],
         "--tool-calls",
         files["calls"],
@@ -121,8 +125,8 @@ def test_arms_list_show_register_config(cli, files) -> None:
         (["select", "--arms", "{trunc}"], "malformed JSON", 2),
         (["select", "--arms", "{neg}"], "arms[0]: tokens: tool:exec:Bash: -4 is not between", 2),
         (["select", "--arms", "{missing}"], "cannot read", 2),
-        (["observe", "--run-id", "nope", "--output", "{out}"], "no bandit run with run_id", 4),
-        (["observe", "--run-id", "x", "--output", "{missing}"], "cannot read", 2),
+        (["observe", "--run-id", "nope", "--response", "{out}"], "no bandit run with run_id", 4),
+        (["observe", "--run-id", "x", "--response", "{missing}"], "cannot read", 2),
         (["arms", "show", "Bash"], "'Bash' is not 'type:category:name'", 2),
         (["arms", "show", "tool:exec:Nope"], "no registered arm", 4),
         (["arms", "config", "--set", "threshold=7"], "threshold: must be a number", 2),
@@ -146,10 +150,10 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
 
 def test_conflicting_observation_exit_code(cli, files, tmp_path) -> None:
     sel = json.loads(cli("select", "--arms", files["arms"], "--json")[1])
-    assert cli("observe", "--run-id", sel["run_id"], "--output", files["out"])[0] == 0
+    assert cli("observe", "--run-id", sel["run_id"], "--response", files["out"])[0] == 0
     other = tmp_path / "other.txt"
     other.write_text("something else")
-    code, _, err = cli("observe", "--run-id", sel["run_id"], "--output", str(other))
+    code, _, err = cli("observe", "--run-id", sel["run_id"], "--response", str(other))
     assert code == 3 and "already observed with a different outcome" in err
 
 
@@ -158,5 +162,5 @@ def test_observe_reads_the_output_from_stdin(cli, files, monkeypatch) -> None:
 
     sel = json.loads(cli("select", "--arms", files["arms"], "--json")[1])
     monkeypatch.setattr("sys.stdin", io.StringIO("I opened README.md"))
-    code, out, _ = cli("observe", "--run-id", sel["run_id"], "--output", "-", "--json")
+    code, out, _ = cli("observe", "--run-id", sel["run_id"], "--response", "-", "--json")
     assert code == 0 and json.loads(out)["rewards"]["file:workspace:README.md"] == 1

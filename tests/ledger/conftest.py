@@ -34,8 +34,13 @@ def sourced(ledger: Ledger, memory_bank: Path) -> Ledger:
 
 @pytest.fixture
 def cli(db_url: str, capsys: pytest.CaptureFixture[str]) -> Iterator:
-    """Run `plaudit --db <store> ...` in-process: returns (exit code, stdout, stderr)."""
+    """Run `plaudit --db <store> ...` in-process: returns (exit code, stdout, stderr).
+
+    The store is made first, by `plaudit init`: commands that only read refuse a missing one."""
     from plaudit.cli import main
+
+    assert main(["--db", db_url, "init"]) == 0
+    capsys.readouterr()
 
     def run(*args: str) -> tuple[int, str, str]:
         code = main(["--db", db_url, *args])

@@ -60,7 +60,7 @@ def test_record_batch_from_stdin_file(cli, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"category": "pattern_reuse", "action": "a"}\n{"category": \n')
     code, _, err = cli("ledger", "record-batch", str(bad))
-    assert code == 2 and "line 2" in err and "malformed JSON" in err
+    assert code == 2 and f"error: {bad}:2: input: malformed JSON" in err
     code, out, _ = cli("ledger", "score", "--json")
     assert json.loads(out)["total_score"] == 15
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _terminal import on_a_terminal
+from plaudit import Plaudit
 from plaudit.errors import ValidationError
 from plaudit.signals.audit import GATES, audit, thresholds
 
@@ -224,6 +222,9 @@ def test_cli_pass_fail_exit_codes(tmp_path) -> None:
 
 def test_cli_audit_of_log(tmp_path, db_url) -> None:
     r = run_plaudit("--db", db_url, "signal", "audit", "--json")
+    assert r.returncode == 2 and "no plaudit store at" in r.stderr  # nothing to audit, or a typo
+    Plaudit.open(db_url).close()
+    r = run_plaudit("--db", db_url, "signal", "audit", "--json")
     assert r.returncode == 1  # an empty log cannot pass
     report = json.loads(r.stdout)
     assert report["summary"] is None and report["gates"]["min_decisions"]["actual"] == 0
@@ -258,7 +259,9 @@ def test_cli_export_then_audit_end_to_end(tmp_path) -> None:
     ],
 )
 def test_cli_export_bad_input(tmp_path, args, message) -> None:
-    r = run_plaudit("signal", "export", "--output-dir", str(tmp_path / "o"), *args)
+    db = str(tmp_path / "p.db")
+    Plaudit.open(db).close()
+    r = run_plaudit("--db", db, "signal", "export", "--output-dir", str(tmp_path / "o"), *args)
     assert r.returncode == 2
     assert message in r.stderr and r.stderr.startswith("error: ")
     assert "Traceback" not in r.stderr
@@ -266,37 +269,12 @@ def test_cli_export_bad_input(tmp_path, args, message) -> None:
 
 
 def test_progress_bar_only_on_a_terminal(tmp_path) -> None:
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.run(
-            [
-                sys.executable, "-c", "import sys; from plaudit.cli import main; sys.exit(main())",
-                "signal", "export", "--seq-mem", str(DATA / "compat.jsonl"),
-                "--output-dir", str(tmp_path / "o"), "--max-age-hours", str(BIG_AGE),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=slave,
-            timeout=120,
-            env={**os.environ, "COLUMNS": "100"},
-        )  # fmt: skip
-        os.close(slave)
-        slave = -1
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        if slave != -1:
-            os.close(slave)
-        os.close(master)
-    assert proc.returncode == 0
-    assert b"reading" in b"".join(chunks)  # the bar was drawn on the terminal
-    assert b"reading" not in proc.stdout
+    args = ["signal", "export", "--seq-mem", str(DATA / "compat.jsonl")]
+    args += ["--output-dir", str(tmp_path / "o"), "--max-age-hours", str(BIG_AGE)]
+    code, out, drawn = on_a_terminal(args)
+    assert code == 0
+    assert b"reading" in drawn  # the bar was drawn on the terminal
+    assert b"reading" not in out
 
 
 def test_cli_takes_the_references_abbreviations(tmp_path) -> None:

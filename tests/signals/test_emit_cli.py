@@ -181,7 +181,8 @@ def test_a_seq_mem_that_cannot_be_opened_leaves_the_log_untouched(tmp_path) -> N
     r = run_plaudit(
         "--db", str(db), "signal", "emit", "--seq-mem", str(tmp_path / "adir"), *DECISION
     )
-    assert r.returncode == 2 and r.stderr.startswith("error: seq_mem: cannot open")
+    assert r.returncode == 2 and "\nerror: seq_mem: cannot open" in r.stderr
+    assert r.stderr.startswith(f"created a new plaudit store at {db}\n")  # said, even so
     with Plaudit.open(db) as p:
         assert len(p.log) == 0  # nothing written anywhere; a retry is a first emit
     ok = tmp_path / "ok.jsonl"
@@ -372,7 +373,7 @@ def test_import_without_blocks_then_restores(tmp_path) -> None:
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
-        "from plaudit.signals.emit_cli import import_without\n"
+        "from plaudit.cli.emit import import_without\n"
         "assert import_without('fine', 'typing_extensions').VALUE == 2\n"
         "assert 'typing_extensions' not in sys.modules\n"
         "assert import_without('needs_it', 'typing_extensions').VALUE == 1\n"
@@ -389,7 +390,7 @@ def test_import_without_reraises_other_import_errors(tmp_path) -> None:
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
-        "from plaudit.signals.emit_cli import import_without\n"
+        "from plaudit.cli.emit import import_without\n"
         "try:\n"
         "    import_without('broken', 'typing_extensions')\n"
         "except ModuleNotFoundError as exc:\n"

@@ -134,7 +134,7 @@ def _fill(client, n: int = 30) -> None:
 def test_gates_contract(client, monkeypatch) -> None:
     _fill(client)
     body = client.get("/v1/signals/gates").json()
-    assert body["passed"] is False
+    assert body["pass"] is False and body["passed"] is False  # the 0.1 alias agrees
     names = [g["name"] for g in body["gates"]]
     assert names == [
         "min_decisions",
@@ -145,12 +145,14 @@ def test_gates_contract(client, monkeypatch) -> None:
         "min_failureish",
     ]
     for g in body["gates"]:
-        assert set(g) == {"name", "actual", "threshold", "op", "passed"}
+        assert set(g) == {"name", "actual", "threshold", "op", "pass", "passed"}
+        assert g["pass"] is g["passed"]
         assert g["op"] in (">=", "<=")
     by_name = {g["name"]: g for g in body["gates"]}
     assert by_name["min_decisions"]["actual"] == 30
     assert by_name["min_link_rate"] == {
-        "name": "min_link_rate", "actual": 1.0, "threshold": 0.8, "op": ">=", "passed": True,
+        "name": "min_link_rate", "actual": 1.0, "threshold": 0.8, "op": ">=", "pass": True,
+        "passed": True,
     }  # fmt: skip
     monkeypatch.setenv("ROUTER_SIGNAL_MIN_DECISIONS", "30")
     by_name = {g["name"]: g for g in client.get("/v1/signals/gates").json()["gates"]}

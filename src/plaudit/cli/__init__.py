@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 #: command name -> "module:attr" of a click command or group
 COMMANDS: dict[str, str] = {
+    "init": "plaudit.cli.log:init",
     "log": "plaudit.cli.log:log",
     "rebuild": "plaudit.cli.log:rebuild",
     "signal": "plaudit.cli.signal:signal",
@@ -22,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
     "demo": "plaudit.cli.demo:demo",
+    "doctor": "plaudit.cli.doctor:doctor",
 }
 
 
@@ -30,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Fast path for shell hooks: `plaudit [--db X] [--seq-mem P] signal emit ...` skips click.
     if "signal" in args and "emit" in args and args.index("emit") == args.index("signal") + 1:
         try:
-            from plaudit.signals.emit_cli import main as emit_main
+            from plaudit.cli.emit import main as emit_main
         except ImportError:
             pass
         else:

@@ -10,10 +10,11 @@ from typing import Any
 
 import click
 
+from plaudit.cli._common import SuggestingGroup
 from plaudit.errors import PlauditError
 
 
-class LazyGroup(click.Group):
+class LazyGroup(SuggestingGroup):
     """A group whose subcommands are imported on first use (see `COMMANDS`)."""
 
     def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
@@ -24,12 +25,9 @@ class LazyGroup(click.Group):
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name in self.lazy:
+        if name in self.lazy:  # an import error is a bug to show, not "no such command"
             module, _, attr = self.lazy[name].partition(":")
-            try:
-                return getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError):
-                return None
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
         return super().get_command(ctx, name)
 
 

@@ -2,59 +2,19 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import click
 import msgspec
 
-from plaudit.cli._common import db_option, echo_json, json_option, open_store
+from plaudit.cli._common import SuggestingGroup, db_option, echo_json, json_option, open_store
 from plaudit.errors import ValidationError
-
-MAX_FILE_BYTES = 64 << 20
-
-
-def _read_text(path: str, what: str) -> str:
-    if path == "-":
-        data = sys.stdin.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise ValidationError(what, f"stdin holds more than {MAX_FILE_BYTES} characters")
-        return data
-    p = Path(path)
-    try:
-        if p.stat().st_size > MAX_FILE_BYTES:
-            raise ValidationError(what, f"{path} is larger than {MAX_FILE_BYTES} bytes")
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError(what, f"{path} is not UTF-8 text ({exc.reason})") from None
-    except OSError as exc:
-        raise ValidationError(what, f"cannot read {path}: {exc.strerror}") from None
-
-
-def _read_json(path: str, what: str) -> Any:
-    """JSON (one document) or JSON lines; errors name the file and line."""
-    text = _read_text(path, what)
-    stripped = text.strip()
-    if not stripped:
-        raise ValidationError(what, f"{path} is empty")
-    try:
-        return msgspec.json.decode(stripped)
-    except msgspec.DecodeError:
-        pass
-    items = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            items.append(msgspec.json.decode(line))
-        except msgspec.DecodeError as exc:
-            raise ValidationError(what, f"malformed JSON: {exc}", where=f"{path}:{n}") from None
-    return items
 
 
 def _load_arms(path: str) -> list[Any]:
-    data = _read_json(path, "arms")
+    from plaudit.inputs import load
+
+    data = load(path, what="arms")
     if isinstance(data, dict) and "arms" in data:
         data = data["arms"]
     if not isinstance(data, list):
@@ -66,7 +26,7 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def arms() -> None:
     """The bandit's arm inventory: list, show, register, configure."""
 
@@ -121,7 +81,7 @@ def arms_show(db: str | None, arm_id: str, as_json: bool) -> None:
 def arms_register(db: str | None, file: str, as_json: bool) -> None:
     """Register or update arms from a JSON file ([{"id", "tokens", "content"?, "kind"?}])."""
     data = _load_arms(file)
-    with open_store(db) as p:
+    with open_store(db, create=True) as p:
         registered = p.bandit.register(data)
     if as_json:
         echo_json({"registered": len(registered)})
@@ -150,7 +110,7 @@ def arms_config(db: str | None, settings: tuple[str, ...], as_json: bool) -> Non
             changes[key] = msgspec.json.decode(raw)
         except msgspec.DecodeError:
             changes[key] = raw  # a bare word such as passive or auto
-    with open_store(db) as p:
+    with open_store(db, create=bool(changes)) as p:
         cfg = p.bandit.configure(changes) if changes else p.bandit.config
     if as_json:
         echo_json(cfg)
@@ -178,7 +138,8 @@ def select(
 ) -> None:
     """Choose the arms for one run and record it; prints the run id to observe later."""
     data = _load_arms(arms_file) if arms_file else None
-    with open_store(db) as p:
+    # Without --arms the store must already hold registered arms: nothing to create.
+    with open_store(db, create=data is not None) as p:
         sel = p.bandit.select(
             data, token_budget=budget, context=context, seed=seed, session_id=session_id
         )
@@ -197,7 +158,18 @@ def select(
 @db_option
 @click.option("--run-id", required=True, help="The run id printed by `plaudit select`.")
 @click.option(
-    "--output", "output_file", required=True, help="File with the model's output text ('-': stdin)."
+    "--response",
+    "response_file",
+    default=None,
+    metavar="FILE",
+    help="File with the model's response text ('-': stdin). Required.",
+)
+@click.option(
+    "--output",
+    "legacy_output",
+    default=None,
+    hidden=True,
+    help="Deprecated spelling of --response (it names an input, not an output).",
 )
 @click.option("--tool-calls", "calls_file", default=None, help='JSON list of {"name": ...}.')
 @click.option("--tokens", type=click.IntRange(0, 2**53 - 1), default=None, help="Usage tokens.")
@@ -207,7 +179,8 @@ def select(
 def observe(
     db: str | None,
     run_id: str,
-    output_file: str,
+    response_file: str | None,
+    legacy_output: str | None,
     calls_file: str | None,
     tokens: int | None,
     duration_ms: float | None,
@@ -215,12 +188,19 @@ def observe(
     as_json: bool,
 ) -> None:
     """Reward each included arm by whether the output referenced it."""
-    text = _read_text(output_file, "output")
+    from plaudit.inputs import as_list, load, read_text
+
+    if legacy_output is not None:
+        if response_file is not None:
+            raise click.UsageError("give --response only (--output is its old spelling)")
+        click.echo("warning: observe --output is deprecated; use --response FILE", err=True)
+        response_file = legacy_output
+    if response_file is None:
+        raise click.UsageError("Missing option '--response' (the model's response text)")
+    text = read_text(response_file, what="response")
     calls: Any = []
     if calls_file:
-        calls = _read_json(calls_file, "tool_calls")
-        if isinstance(calls, dict):
-            calls = [calls]
+        calls = as_list(load(calls_file, what="tool_calls"))
     with open_store(db) as p:
         obs = p.bandit.observe(run_id, text, calls, tokens, duration_ms, error)
     if as_json:

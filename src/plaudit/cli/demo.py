@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from plaudit.cli._common import echo_json, json_option
+from plaudit.cli._progress import progress_bar
 
 
 @click.command()
@@ -29,33 +29,22 @@ def demo(directory: str, runs: int, seed: int, as_json: bool) -> None:
     """Simulate an agent workload through all three jobs and report what plaudit learned."""
     from plaudit.demo import run_demo
 
-    if sys.stderr.isatty() and not as_json:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        ) as prog:
-            task = prog.add_task("simulating agent runs", total=runs)
+    with progress_bar("items", enabled=not as_json) as update:
+        if update is not None:
             report = run_demo(
                 directory,
                 runs=runs,
                 seed=seed,
-                on_progress=lambda n: prog.update(task, completed=n),
+                on_progress=lambda n: update("simulating agent runs", n, runs),
             )
-    else:
-        step = max(runs // 10, 1)
+        else:  # no terminal: a line every tenth of the way, so a log shows it is alive
+            step = max(runs // 10, 1)
 
-        def tick(n: int) -> None:
-            if n % step == 0 and not as_json:
-                click.echo(f"  {n}/{runs} runs", err=True)
+            def tick(n: int) -> None:
+                if n % step == 0 and not as_json:
+                    click.echo(f"  {n}/{runs} runs", err=True)
 
-        report = run_demo(directory, runs=runs, seed=seed, on_progress=tick)
+            report = run_demo(directory, runs=runs, seed=seed, on_progress=tick)
     if as_json:
         echo_json(report)
         return

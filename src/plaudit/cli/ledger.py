@@ -8,10 +8,8 @@ from datetime import date
 from typing import Any
 
 import click
-import msgspec
 
-from plaudit.cli._common import db_option, echo_json, json_option, open_store
-from plaudit.errors import ValidationError
+from plaudit.cli._common import SuggestingGroup, db_option, echo_json, json_option, open_store
 
 
 def _config() -> str | None:
@@ -24,14 +22,14 @@ def _config() -> str | None:
 
 
 @contextmanager
-def open_ledger(db: str | None) -> Iterator[Any]:
+def open_ledger(db: str | None, *, create: bool = False) -> Iterator[Any]:
     from plaudit.ledger import Ledger
 
-    with open_store(db) as p:
+    with open_store(db, create=create) as p:
         yield Ledger(p, _config())
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 @click.option(
     "--config",
     "config",
@@ -76,7 +74,7 @@ def record(
     as_json: bool,
 ) -> None:
     """Record one reward or penalty (validated, cross-referenced, checksummed)."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         t = lg.record(category, action, points=points, source=source, session=session, key=key)
     if as_json:
         echo_json(t)
@@ -86,31 +84,16 @@ def record(
 
 @ledger.command("record-batch")
 @db_option
-@click.argument("file", type=click.File("rb"), default="-")
+@click.argument("file", default="-")
 @json_option
-def record_batch(db: str | None, file: Any, as_json: bool) -> None:
-    """Record transactions from JSON lines (or one JSON array), all or none.
+def record_batch(db: str | None, file: str, as_json: bool) -> None:
+    """Record transactions from FILE (default: stdin) as JSON lines or a JSON array, all or none.
 
     Each item has category and action, optionally points, source, session, key."""
-    raw = file.read()
-    try:
-        text = raw.decode()
-    except UnicodeDecodeError as exc:
-        raise ValidationError("input", f"is not UTF-8: {exc.reason}") from None
-    items: list[Any] = []
-    if text.lstrip().startswith("["):
-        try:
-            items = msgspec.json.decode(text)
-        except msgspec.DecodeError as exc:
-            raise ValidationError("input", f"malformed JSON: {exc}") from None
-    else:
-        for no, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    items.append(msgspec.json.decode(line))
-                except msgspec.DecodeError as exc:
-                    raise ValidationError(f"line {no}", f"malformed JSON: {exc}") from None
-    with open_ledger(db) as lg:
+    from plaudit.inputs import as_list, load
+
+    items = as_list(load(file, what="input"))
+    with open_ledger(db, create=True) as lg:
         txs = lg.record_batch(items)
     if as_json:
         echo_json({"recorded": len(txs), "transactions": txs})
@@ -364,7 +347,7 @@ def backup(db: str | None, file: str, as_json: bool) -> None:
 @json_option
 def restore(db: str | None, file: str, as_json: bool) -> None:
     """Restore a backup into an empty store (or one holding a prefix of it)."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.restore(file)
     if as_json:
         echo_json(r)
@@ -378,7 +361,7 @@ def restore(db: str | None, file: str, as_json: bool) -> None:
 @json_option
 def import_sources(db: str | None, directory: str, as_json: bool) -> None:
     """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.import_sources(directory)
     if as_json:
         echo_json(r)
@@ -396,7 +379,7 @@ def import_sources(db: str | None, directory: str, as_json: bool) -> None:
 @json_option
 def import_progress_cmd(db: str | None, file: str, as_json: bool) -> None:
     """Import a progress.json; an opening balance covers what its log does not."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         r = lg.import_progress(file)
     if as_json:
         echo_json(r)
@@ -472,7 +455,7 @@ def apply_rules(db: str | None, as_json: bool) -> None:
         )
 
 
-@ledger.group()
+@ledger.group(cls=SuggestingGroup)
 def sessions() -> None:
     """Explicit scoring sessions: start, end, list."""
 
@@ -484,7 +467,7 @@ def sessions() -> None:
 @json_option
 def session_start(db: str | None, session_id: str | None, label: str | None, as_json: bool) -> None:
     """Start a session; transactions go to it until it ends."""
-    with open_ledger(db) as lg:
+    with open_ledger(db, create=True) as lg:
         s = lg.start_session(session_id, label=label)
     echo_json(s) if as_json else click.echo(f"started {s['session_id']}")
 

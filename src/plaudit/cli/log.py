@@ -10,11 +10,19 @@ from typing import Any
 import click
 import msgspec
 
-from plaudit.cli._common import db_option, echo_json, fail, json_option, open_store
+from plaudit.cli._common import (
+    SuggestingGroup,
+    db_option,
+    echo_json,
+    fail,
+    json_option,
+    open_store,
+)
+from plaudit.cli._progress import counting, progress_bar
 from plaudit.errors import ValidationError
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def log() -> None:
     """The append-only, hash-chained event log."""
 
@@ -28,34 +36,13 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
 
     Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
     """
+    from plaudit.inputs import STDIN, as_list, load, parse
+
     if event_json is not None:
-        raw = event_json
+        events = as_list(parse(event_json, what="input"))
     else:
-        try:
-            raw = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ValidationError("input", f"invalid UTF-8 at byte {exc.start}") from None
-    text = raw.strip()
-    if not text:
-        raise ValidationError("input", "no events given (pass JSON or pipe it on stdin)")
-    events: list[Any]
-    try:  # one JSON value: an object or an array of them, however it is laid out
-        parsed = msgspec.json.decode(text)
-        events = parsed if isinstance(parsed, list) else [parsed]
-    except msgspec.DecodeError as whole:
-        lines = text.splitlines()
-        if len(lines) == 1:
-            raise ValidationError("input", f"malformed JSON: {whole}") from None
-        events = []
-        for n, line in enumerate(lines, 1):  # else JSON lines
-            if not line.strip():
-                continue
-            try:
-                events.append(msgspec.json.decode(line))
-            except msgspec.DecodeError as exc:
-                where = f"line {n}"
-                raise ValidationError("input", f"malformed JSON: {exc}", where=where) from None
-    with open_store(db) as p:
+        events = as_list(load(STDIN, what="input"))
+    with open_store(db, create=True) as p:
         result = p.log.append_batch(events)
     if as_json:
         echo_json(
@@ -66,24 +53,6 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
             click.echo(f"{r.status:9} {r.seq:>8}  {r.id}")
 
 
-def _progress(path: str) -> tuple[Any, Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        return None, None
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    prog = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        console=__import__("rich.console", fromlist=["Console"]).Console(stderr=True),
-    )
-    task = prog.add_task("importing", total=os.path.getsize(path))
-    return prog, lambda n: prog.advance(task, n)
-
-
 @log.command("import")
 @db_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
@@ -92,13 +61,9 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
     """Stream a seq_mem.jsonl file into the log; bad lines go to quarantine."""
     from plaudit.seqmem import import_file
 
-    with open_store(db) as p:
-        prog, advance = _progress(file)
-        if prog is not None:
-            with prog:
-                report = import_file(p.log, file, progress=advance)
-        else:
-            report = import_file(p.log, file)
+    with open_store(db, create=True) as p, progress_bar("bytes") as update:
+        advance = counting(update, "importing", os.path.getsize(file))
+        report = import_file(p.log, file, progress=advance)
     if as_json:
         echo_json(report)
     else:
@@ -106,8 +71,12 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
             f"{file}: {report.imported} imported, {report.duplicates} duplicate, "
             f"{report.quarantined} quarantined ({report.lines} lines, {report.seconds:.2f}s)"
         )
-        if report.quarantined:
-            click.echo("see `plaudit log quarantine` for the reasons", err=True)
+    if not report.ok:
+        click.echo(f"error: {file}: {report.problem}; nothing was imported", err=True)
+    if report.quarantined:
+        click.echo("see `plaudit log quarantine` for the reasons", err=True)
+    if not report.ok:
+        raise click.exceptions.Exit(1)
 
 
 @log.command("export")
@@ -119,7 +88,8 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
 @click.option("-o", "--output", default="-", help="File to write atomically, or - for stdout.")
 def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> None:
     """Write the log out as seq_mem rows (default) or as full events."""
-    from plaudit.seqmem import atomic_write, export_rows
+    from plaudit.files import atomic_write
+    from plaudit.seqmem import export_rows
 
     with open_store(db) as p:
 
@@ -138,7 +108,7 @@ def export(db: str | None, fmt: str, types: tuple[str, ...], output: str) -> Non
             sys.stdout.flush()
         else:
             try:
-                n = atomic_write(output, write)
+                n = atomic_write(output, write, what="output")
             except OSError as exc:
                 raise ValidationError(
                     "output", f"cannot write {output}: {exc.strerror or exc}"
@@ -306,12 +276,23 @@ def head(db: str | None, as_json: bool) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new events.")
 @json_option
 def tail(db: str | None, count: int, types: tuple[str, ...], follow: bool, as_json: bool) -> None:
-    """Show the newest events."""
+    """Show the newest events; one whose payload does not decode is shown as CORRUPTED.
+
+    Exits 5 when it showed a corrupted event (`plaudit log verify` checks the whole chain)."""
+    from plaudit.logview import CorruptEvent, read
+    from plaudit.logview import tail as tail_events
+
     enc = msgspec.json.Encoder()
+    corrupted = 0
 
     def show(e: Any) -> None:
+        nonlocal corrupted
+        if isinstance(e, CorruptEvent):
+            corrupted += 1
         if as_json:
             click.echo(enc.encode(e).decode())
+        elif isinstance(e, CorruptEvent):
+            click.echo(f"{e.seq:>8} CORRUPTED {e.reason}")
         else:
             payload = msgspec.json.encode(e.payload).decode()
             if len(payload) > 100:
@@ -319,15 +300,22 @@ def tail(db: str | None, count: int, types: tuple[str, ...], follow: bool, as_js
             click.echo(f"{e.seq:>8} {e.ts_ms} {e.type} {e.session_id} {payload}")
 
     with open_store(db) as p:
-        events = p.log.tail(count, types=types or None)
+        events = tail_events(p.log, count, types=types or None)
         for e in events:
             show(e)
         last = events[-1].seq if events else p.log.head().length
         while follow:
             time.sleep(0.5)
-            for e in p.log.replay(last, types=types or None):
+            for e in read(p.log, last, types=types or None):
                 show(e)
                 last = e.seq
+    if corrupted:
+        click.echo(
+            f"error: {corrupted} event{'s' if corrupted > 1 else ''} shown as CORRUPTED: the "
+            "stored payload does not decode; run `plaudit log verify`",
+            err=True,
+        )
+        raise click.exceptions.Exit(5)
 
 
 @log.command()
@@ -369,7 +357,7 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
     with open_store(db) as p:
         rows = quarantined(p.log, file=file, limit=limit)
     if as_json:
-        echo_json(rows)
+        echo_json({"quarantine": rows})
         return
     if not rows:
         click.echo("quarantine is empty")
@@ -413,6 +401,25 @@ def check_proof(file: str, key: str | None, as_json: bool) -> None:
 
 @click.command()
 @db_option
+@json_option
+def init(db: str | None, as_json: bool) -> None:
+    """Create an empty store at --db (a SQLite file, or a PostgreSQL schema), or confirm one.
+
+    Commands that write create their store on first use; this does it up front, so that
+    every command that only reads can be pointed at it."""
+    from plaudit.config import describe_store
+
+    with open_store(db, create=True) as p:
+        where = describe_store(p.backend)
+        length = p.log.head().length
+    if as_json:
+        echo_json({"store": where, "created": p.created, "events": length})
+    elif not p.created:
+        click.echo(f"a plaudit store already exists at {where} ({length} events); left as it was")
+
+
+@click.command()
+@db_option
 @click.argument("names", nargs=-1, metavar="[PROJECTION]...")
 @json_option
 def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
@@ -428,4 +435,4 @@ def rebuild(db: str | None, names: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"rebuilt {name} from {n} events")
 
 
-__all__ = ["log", "rebuild"]
+__all__ = ["init", "log", "rebuild"]

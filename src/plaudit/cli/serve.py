@@ -7,7 +7,7 @@ import ipaddress
 
 import click
 
-from plaudit.cli._common import db_option, fail, resolve
+from plaudit.cli._common import announce_created, db_option, fail, resolve
 
 ENV_TOKEN = "PLAUDIT_TOKEN"
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -93,14 +93,20 @@ def serve(
         if origin != "*" and not origin.startswith(("http://", "https://")):
             raise fail(f"--cors-origin {origin!r} must look like https://example.com", 2)
 
+    from plaudit.extras import require
+
+    require("server", "plaudit serve")
     import uvicorn
 
     from plaudit.core import Plaudit
     from plaudit.server.app import create_app
     from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES
 
-    p = Plaudit.open(resolve(db), durability=durability)
+    # Agents write through the server, so it is a writer: a new store is made, and said so.
+    p = Plaudit.open(resolve(db), durability=durability, create=True)
     try:
+        if p.created:
+            announce_created(p)
         app = create_app(
             p,
             token=token,

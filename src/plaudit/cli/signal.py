@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
 
 from plaudit.cli._abbrev import AbbreviatingCommand
-from plaudit.cli._common import db_option, echo_json, json_option, open_store, resolve
+from plaudit.cli._common import (
+    SuggestingGroup,
+    db_option,
+    echo_json,
+    json_option,
+    open_store,
+    resolve,
+)
+from plaudit.cli._progress import progress_bar
 from plaudit.errors import ValidationError
 
 #: The reference exporter's default output directory, in the system's temp dir.
 DEFAULT_OUTPUT_DIR = os.path.join(tempfile.gettempdir(), "seq_router_signal")
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def signal() -> None:
     """Router signals: decision -> outcome -> override telemetry, export and quality gates."""
 
@@ -34,7 +39,7 @@ def emit(ctx: click.Context) -> None:
 
     Takes the reference emitter's flags; see `plaudit signal emit --help`.
     """
-    from plaudit.signals.emit_cli import main
+    from plaudit.cli.emit import main
 
     args = list(ctx.args)
     db = resolve(None)
@@ -43,46 +48,12 @@ def emit(ctx: click.Context) -> None:
     ctx.exit(main(["signal", "emit", *args]))
 
 
-@contextmanager
-def _progress_bar() -> Iterator[Any]:
-    """A rich progress bar on stderr, only when stderr is a terminal."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
-    prog = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        # No refresh thread: the export forks a worker, which is only safe while the process
-        # has a single thread. The bar is redrawn on each update instead.
-        auto_refresh=False,
-    )
-    tasks: dict[str, TaskID] = {}
-
-    def update(phase: str, done: int, total: int | None) -> None:
-        if phase not in tasks:
-            tasks[phase] = prog.add_task(phase, total=total)
-        prog.update(tasks[phase], completed=done, total=total, refresh=True)
-
-    with prog:
-        yield update
-
-
 def _rewards(pairs: tuple[str, ...], raw_map: str | None) -> dict[str, float]:
     out: dict[str, Any] = {}
     if raw_map:
-        import json
+        from plaudit.inputs import parse
 
-        try:
-            parsed = json.loads(raw_map)
-        except ValueError as exc:
-            raise ValidationError("--reward-map", f"is not valid JSON: {exc}") from None
+        parsed = parse(raw_map, what="--reward-map", lines=False)
         if not isinstance(parsed, dict):
             raise ValidationError("--reward-map", "must be a JSON object of outcome -> reward")
         out.update(parsed)
@@ -150,6 +121,11 @@ def export(
     """Export joined, deduplicated, split training rows and summary.json."""
     from plaudit.signals.export import export as run_export
 
+    if "parquet" in formats:  # before any work, not after reading the whole log
+        from plaudit.extras import require
+
+        require("parquet", "--format parquet")
+
     options: dict[str, Any] = {
         "output_dir": output_dir,
         "seed": seed,
@@ -161,7 +137,7 @@ def export(
         "formats": formats or ("jsonl",),
         "rewards": _rewards(reward_pairs, reward_map),
     }
-    with _progress_bar() as progress:
+    with progress_bar("percent") as progress:
         if seq_mem is not None:
             summary = run_export(seq_mem=seq_mem, progress=progress, **options)
         else:

@@ -15,8 +15,8 @@ import msgspec
 
 from plaudit.errors import ValidationError
 from plaudit.events import Event
+from plaudit.files import atomic_write
 from plaudit.ids import now_ms
-from plaudit.seqmem import atomic_write
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from plaudit.errors import ValidationError
 from plaudit.events import make_event
 from plaudit.ids import now_ms, uuid7
 from plaudit.ledger import eventtypes as et
@@ -223,6 +224,22 @@ def recover_checksum(p: Plaudit) -> dict[str, Any]:
     }
 
 
+def _export_dir(export_dir: str | os.PathLike[str]) -> Path:
+    """The directory the audit was told to write to, made if missing (its parent is not)."""
+    directory = Path(export_dir)
+    try:
+        directory.mkdir(exist_ok=True)
+    except FileNotFoundError:
+        raise ValidationError(
+            "export_dir", f"cannot create {directory}: its parent directory does not exist"
+        ) from None
+    except OSError as exc:
+        raise ValidationError(
+            "export_dir", f"cannot use {directory}: {exc.strerror or exc}"
+        ) from None
+    return directory
+
+
 def audit(
     p: Plaudit, writer: LedgerWriter, *, export_dir: str | os.PathLike[str] | None = None
 ) -> dict[str, Any]:
@@ -231,6 +248,8 @@ def audit(
 
     audit_id = uuid7()
     steps: dict[str, Any] = {}
+    # Before the freeze, so that a directory it cannot use leaves the ledger as it was.
+    export_to = None if export_dir is None else _export_dir(export_dir)
     # 1. freeze: every other writer now refuses until the resume below.
     with p.log.writer() as w:
         head_seq, _ = w.head()
@@ -246,9 +265,8 @@ def audit(
         )
     steps["freeze"] = {"was_halted": was_halted, "reason": before and before["halt_reason"]}
     # 2. export
-    if export_dir is not None:
-        target = Path(export_dir) / f"audit-{audit_id}.jsonl"
-        steps["export"] = backup(p, target)
+    if export_to is not None:
+        steps["export"] = backup(p, export_to / f"audit-{audit_id}.jsonl")
     else:
         steps["export"] = {"file": None, "head": p.log.head().digest}
     # 3. recalculate from the log

@@ -20,6 +20,7 @@ import jsonschema
 
 from plaudit.errors import ValidationError
 from plaudit.events import encode_json
+from plaudit.files import atomic_write
 from plaudit.ids import now_ms
 from plaudit.ledger.config import SYSTEM_CATEGORIES, LedgerConfig
 from plaudit.ledger.models import iso
@@ -27,7 +28,6 @@ from plaudit.ledger.queries import breakdown, metrics, score, state_or_zero, tra
 from plaudit.ledger.sources import load_json_file
 from plaudit.ledger.spec import MAX_ACTION_LEN
 from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
-from plaudit.seqmem import atomic_write
 from plaudit.store.backend import Tx
 
 if TYPE_CHECKING:

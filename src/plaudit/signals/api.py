@@ -204,4 +204,6 @@ class Signals:
         from plaudit.signals.audit import gate_list
 
         report = self.audit(None, write=False, max_age_hours=max_age_hours, **limits)
-        return {"passed": report["pass"], "gates": gate_list(report["gates"])}
+        # `pass`, as in the audit report; `passed` is a deprecated alias for 0.1 clients.
+        ok = report["pass"]
+        return {"pass": ok, "passed": ok, "gates": gate_list(report["gates"])}

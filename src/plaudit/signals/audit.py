@@ -200,7 +200,8 @@ def evaluate(
 
 
 def gate_list(gates: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The dashboard's shape: a list with the comparison spelled out."""
+    """The dashboard's shape: a list with the comparison spelled out. A verdict is `pass`,
+    as in the audit report; `passed` is its deprecated alias, kept for 0.1 clients."""
     ops = {name: op for name, (_, op, _) in GATES.items()}
     ops.update({name: op for name, (op, _) in EXTRA_GATES.items()})
     return [
@@ -209,6 +210,7 @@ def gate_list(gates: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             "actual": g["actual"],
             "threshold": g["threshold"],
             "op": ops[name],
+            "pass": g["pass"],
             "passed": g["pass"],
         }
         for name, g in gates.items()
@@ -271,10 +273,12 @@ def audit(
     elif summary_path is not None:
         target = summary_path.parent / "audit.json"
     if write and target is not None:
-        from plaudit.seqmem import atomic_write
+        from plaudit.files import atomic_write
 
         body = (json.dumps(report, indent=2) + "\n").encode()
         try:
+            # The audit has always made its report's directory; atomic_write makes none.
+            target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(target, lambda f: f.write(body))
         except OSError as exc:
             raise ValidationError(

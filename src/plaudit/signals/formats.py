@@ -145,7 +145,9 @@ class ParquetWriter:
     raw_lines = False
 
     def __init__(self, path: Path) -> None:
-        import pyarrow as pa
+        from plaudit.extras import need
+
+        pa = need("pyarrow", extra="parquet", feature="the parquet export format")
         import pyarrow.parquet as pq
 
         self.path = path

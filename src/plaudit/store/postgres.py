@@ -15,7 +15,12 @@ from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from plaudit.errors import BackendUnavailableError, ConfigError, ValidationError
+from plaudit.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    StoreNotFoundError,
+    ValidationError,
+)
 from plaudit.store.backend import Backend, Tx, _head_state
 from plaudit.store.schema import INTAKE_COLUMNS
 
@@ -218,8 +223,10 @@ class PostgresTx(Tx):
 class PostgresBackend(Backend):
     dialect = "postgres"
 
-    def __init__(self, dsn: str, *, schema: str | None = None) -> None:
+    def __init__(self, dsn: str, *, schema: str | None = None, create: bool = True) -> None:
         super().__init__()
+        #: False: open only an existing store; never create a schema or a table.
+        self.create = create
         if schema is not None and not _SCHEMA_RE.match(schema):
             raise ConfigError(f"schema {schema!r} must match {_SCHEMA_RE.pattern}")
         self.dsn = dsn
@@ -235,16 +242,39 @@ class PostgresBackend(Backend):
         except psycopg.OperationalError as exc:
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackendUnavailableError(f"cannot connect to PostgreSQL: {msg}") from None
-        if self.schema:
+        if self.schema and self.create:
             # Concurrent first connections race on CREATE SCHEMA IF NOT EXISTS (PostgreSQL
             # checks, then inserts); the loser's error just means the schema now exists.
             with suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateSchema):
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+        if self.schema:
             conn.execute(f'SET search_path TO "{self.schema}"')
+        if not self.create:
+            self._require_store(conn)
         # Transactions are explicit (BEGIN/COMMIT below), never psycopg's implicit ones.
         return conn
 
     has_intake = True
+
+    def _require_store(self, conn: Any) -> None:
+        from plaudit.config import describe_store, redact_dsn
+
+        schema, tables = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = current_schema()), "
+            "to_regclass('plaudit_events') IS NOT NULL"
+        ).fetchone()
+        if tables:
+            return
+        conn.close()
+        shown = redact_dsn(self.dsn)
+        where = describe_store(self)
+        why = "no such schema" if self.schema and not schema else "no plaudit tables there"
+        dsn = (
+            shown
+            if self.schema is None
+            else f"{shown}{'&' if '?' in shown else '?'}schema={self.schema}"
+        )
+        raise StoreNotFoundError.at(where, why=why, db=dsn)
 
     @contextmanager
     def write(self) -> Iterator[PostgresTx]:

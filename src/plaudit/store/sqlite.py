@@ -19,7 +19,7 @@ from functools import lru_cache
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
-from plaudit.errors import BackendUnavailableError, ConfigError
+from plaudit.errors import BackendUnavailableError, ConfigError, StoreNotFoundError
 from plaudit.store.backend import Backend, Tx
 
 if TYPE_CHECKING:
@@ -93,8 +93,12 @@ class SqliteTx(Tx):
 class SqliteBackend(Backend):
     dialect = "sqlite"
 
-    def __init__(self, path: str | os.PathLike[str], *, durability: Durability = "full") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, durability: Durability = "full", create: bool = True
+    ) -> None:
         super().__init__()
+        #: False: open only an existing store; never make a file, a directory or a table.
+        self.create = create
         # A str inside: pathlib costs a shell hook's `signal emit` ~3 ms to import.
         self.url = os.fspath(path)
         if not self.url:  # sqlite3 would quietly open a temporary database
@@ -115,7 +119,7 @@ class SqliteBackend(Backend):
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            parent = os.path.dirname(self.url) if self.url != ":memory:" else ""
+            parent = os.path.dirname(self.url) if self.url != ":memory:" and self.create else ""
             if parent:
                 os.makedirs(parent, exist_ok=True)
         except OSError as exc:
@@ -130,8 +134,14 @@ class SqliteBackend(Backend):
             ) from None
         try:
             conn = sqlite3.connect(
-                self.url, isolation_level=None, timeout=60.0, check_same_thread=False
+                self.url if self.create else self._existing_uri(),
+                isolation_level=None,
+                timeout=60.0,
+                check_same_thread=False,
+                uri=not self.create,
             )
+            if not self.create:
+                self._require_store(conn)  # before any PRAGMA: a foreign file stays as it was
             # Takes effect only when the file is created: events are ~0.5 KB rows, and 8 KiB
             # pages cut B-tree work per insert and per verify scan (see docs/benchmarks.md).
             conn.execute("PRAGMA page_size=8192")
@@ -154,6 +164,20 @@ class SqliteBackend(Backend):
             except OSError:
                 return None  # e.g. a read-only directory: SQLite's own lock still serialises
         return self._lock_fd
+
+    def _existing_uri(self) -> str:
+        """A `mode=rw` URI: SQLite opens the file only if it exists, and never creates it."""
+        from urllib.parse import quote
+
+        if self.url == ":memory:" or not os.path.isfile(self.url):
+            raise StoreNotFoundError.at(self.url)
+        return "file:" + quote(os.path.abspath(self.url)) + "?mode=rw"
+
+    def _require_store(self, conn: sqlite3.Connection) -> None:
+        sql = "SELECT 1 FROM sqlite_master WHERE type='table' AND name='plaudit_events'"
+        if conn.execute(sql).fetchone() is None:
+            conn.close()
+            raise StoreNotFoundError.at(self.url, why="the file holds no plaudit tables")
 
     @contextmanager
     def write(self) -> Iterator[SqliteTx]:

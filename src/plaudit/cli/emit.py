@@ -214,6 +214,10 @@ def run(argv: Sequence[str]) -> int:
         Plaudit = _import_plaudit()
 
         with Plaudit.open(args.db) as p:
+            if p.created:  # the first event of a new store: say where it went
+                from plaudit.config import describe_store
+
+                sys.stderr.write(f"created a new plaudit store at {describe_store(p.backend)}\n")
             result = record(p, emission, seq_mem=seq_mem)
     line = f"emitted {emission.type} decision_id={emission.decision_id}"
     if args.cmd == "outcome":
