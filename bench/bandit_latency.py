@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from plaudit import Plaudit
-from plaudit.context import policy
-from plaudit.context.config import BanditConfig
-from plaudit.context.detect import referenced_arms
+from plaudit.bandit import policy
+from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.detect import referenced_arms
 
 
 def timed(fn: Callable[[], object], n: int, rounds: int) -> tuple[float, float]:

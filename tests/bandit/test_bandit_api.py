@@ -6,8 +6,8 @@ import msgspec
 import pytest
 
 from plaudit import Plaudit
-from plaudit.context import Selection
-from plaudit.context.projection import OBSERVATION_V1, RUN_V1
+from plaudit.bandit import Selection
+from plaudit.bandit.projection import OBSERVATION_V1, RUN_V1
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 
 OUTPUT = "Read README.md; deploys go through the canary stage, then I debugged it."

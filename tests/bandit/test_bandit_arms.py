@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plaudit.context import Arm, BanditConfig, coerce_arms, parse_arm_id
-from plaudit.context.config import merged, validate_changes
+from plaudit.bandit import Arm, BanditConfig, coerce_arms, parse_arm_id
+from plaudit.bandit.config import merged, validate_changes
 from plaudit.errors import ValidationError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plaudit.context.detect import (
+from plaudit.bandit.detect import (
     MemoryIndex,
     is_referenced,
     referenced_arms,

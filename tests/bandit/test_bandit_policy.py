@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from plaudit.context import policy
+from plaudit.bandit import policy
 
 
 def make(n: int, **kw) -> policy.PolicyInput:

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from plaudit import Plaudit
-from plaudit.context.detect import is_referenced, tool_call_names, tool_call_text
-from plaudit.context.simulator import (
+from plaudit.bandit.detect import is_referenced, tool_call_names, tool_call_text
+from plaudit.bandit.simulator import (
     default_scenario,
     run_store,
     simulate,
@@ -108,8 +108,8 @@ def test_example_agent_loop_runs(tmp_path: Path, monkeypatch, capsys) -> None:
 
 def test_in_memory_policy_uses_the_same_arithmetic_as_the_store(pl: Plaudit) -> None:
     """Same rewards into the simulator's posteriors and into the projection: same numbers."""
-    from plaudit.context.config import BanditConfig, merged
-    from plaudit.context.simulator import PlauditPolicy, scenario_arms
+    from plaudit.bandit.config import BanditConfig, merged
+    from plaudit.bandit.simulator import PlauditPolicy, scenario_arms
     from plaudit.events import make_event
 
     sc = default_scenario()

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plaudit.context.config import BanditConfig
-from plaudit.context.projection import GLOBAL, decay_factor
+from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.projection import GLOBAL, decay_factor
 from plaudit.store.backend import Tx
 
 _CHUNK = 400

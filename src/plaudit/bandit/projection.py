@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from plaudit.context import config as cfgmod
-from plaudit.context.arms import coerce_arms
+from plaudit.bandit import config as cfgmod
+from plaudit.bandit.arms import coerce_arms
 from plaudit.errors import ValidationError
 from plaudit.events import StoredEvent
 from plaudit.store.backend import Tx

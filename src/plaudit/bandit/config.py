@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from plaudit.context.arms import ARM_TYPES, parse_arm_id
+from plaudit.bandit.arms import ARM_TYPES, parse_arm_id
 from plaudit.errors import ValidationError
 
 #: Beta(alpha, beta) priors by kind; curated components start optimistic (mean 0.75).

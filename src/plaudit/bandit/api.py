@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from plaudit.context import config as cfgmod
-from plaudit.context import policy, posteriors
-from plaudit.context.arms import Arm, coerce_arms, parse_arm_id
-from plaudit.context.detect import referenced_arms
-from plaudit.context.projection import (
+from plaudit.bandit import config as cfgmod
+from plaudit.bandit import policy, posteriors
+from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
+from plaudit.bandit.detect import referenced_arms
+from plaudit.bandit.projection import (
     ARMS_V1,
     CONFIG_V1,
     GLOBAL,
@@ -23,9 +23,9 @@ from plaudit.context.projection import (
     RUN_V1,
     load_config,
 )
-from plaudit.context.results import ArmStats, Observation, Selection
-from plaudit.context.savings import MAX_POINTS, _thin, summarise
-from plaudit.context.stats import confidence_tier, credible_intervals, mean, variance
+from plaudit.bandit.results import ArmStats, Observation, Selection
+from plaudit.bandit.savings import MAX_POINTS, _thin, summarise
+from plaudit.bandit.stats import confidence_tier, credible_intervals, mean, variance
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7

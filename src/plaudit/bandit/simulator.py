@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from plaudit.context import policy
-from plaudit.context.config import KIND_PRIORS, BanditConfig
+from plaudit.bandit import policy
+from plaudit.bandit.config import KIND_PRIORS, BanditConfig
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from plaudit.context.stats import beta_sf_array
+from plaudit.bandit.stats import beta_sf_array
 
 FloatArr = NDArray[np.float64]
 BoolArr = NDArray[np.bool_]
