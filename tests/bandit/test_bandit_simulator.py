@@ -52,7 +52,7 @@ def test_synthetic_output_is_detected_exactly() -> None:
         assert got == expect
 
 
-def test_targets_after_2000_runs_on_the_default_scenario() -> None:
+def test_the_default_scenario_learns_to_save_at_high_recall() -> None:
     sc = default_scenario()
     last = 500
     oracle = simulate(sc, "oracle", 2000, seed=0).summary(last)
@@ -62,7 +62,7 @@ def test_targets_after_2000_runs_on_the_default_scenario() -> None:
     assert full["savings_percent"] == 0 and full["recall"] == 1.0
     assert oracle["recall"] == 1.0 and oracle["regret_per_run"] == 0
     assert plaudit["savings_percent"] >= 0.70 * oracle["savings_percent"]
-    assert plaudit["recall"] >= 0.97
+    assert plaudit["recall"] >= 0.98
     assert plaudit["savings_percent"] > original["savings_percent"]
     assert plaudit["regret_per_run"] < original["regret_per_run"]
 
