@@ -92,6 +92,15 @@ def _fill_share(inp: policy.PolicyInput) -> np.ndarray:
     return np.where(inp.protected, 1.0, max(share, 1e-6))
 
 
+def _excluded(
+    ids: list[str], included: np.ndarray, cache: posteriors.PosteriorCache | None
+) -> list[str]:
+    """The excluded ids; the registry keeps its ids as an object array for large inventories."""
+    if cache is not None and len(ids) > 256:
+        return cache.registry.id_array[~included].tolist()
+    return [ids[i] for i in np.flatnonzero(~included)]
+
+
 def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) -> float | None:
     return cfg.miss_cost(int(tokens.sum()), budget)
 
@@ -265,7 +274,7 @@ class Bandit:
         return Selection(
             run_id=run_id,
             included=included_ids,
-            excluded=[ids[i] for i in np.flatnonzero(~included)],
+            excluded=_excluded(ids, included, cache if explicit is None else None),
             is_baseline=is_baseline,
             used_tokens=used,
             budget=token_budget,
@@ -323,7 +332,9 @@ class Bandit:
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = load_config(w.tx)
-            registered = self._registered(w.tx, included)
+            registered = self._cache.registry.arms
+            if any(a not in registered for a in included):
+                registered = self._registered(w.tx, included)
             found = referenced_arms(
                 {a: registered[a].content if a in registered else None for a in included},
                 output_text,

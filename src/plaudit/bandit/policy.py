@@ -123,6 +123,25 @@ def excess_ratio(mu: FloatArr, sd: FloatArr, bar: FloatArr) -> FloatArr:
     return np.where(bar > 0, gain / np.maximum(bar, 1e-12), 1.0)
 
 
+def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
+    """`_fill` of `cand` by decreasing key (ties in index order). With many candidates only
+    the head that can matter is sorted: at most room / (smallest cost) arms fit; the tail is
+    sorted and filled only if the head leaves room for one of its arms."""
+    k = cand.size
+    costs = tokens[cand]
+    positive = costs[costs > 0]
+    head = k if positive.size == 0 else min(k, room // int(positive.min()) + 1)
+    if head >= k or k < 2048:
+        return _fill(cand[np.argsort(-key[cand], kind="stable")], tokens, room)
+    part = np.argpartition(-key[cand], head)
+    top, rest = cand[part[:head]], cand[part[head:]]
+    chosen = _fill(top[np.lexsort((top, -key[top]))], tokens, room)
+    left = room - int(tokens[chosen].sum())
+    if rest.size and left >= int(tokens[rest].min()):
+        chosen |= _fill(rest[np.lexsort((rest, -key[rest]))], tokens, left)
+    return chosen
+
+
 def plan(inp: PolicyInput) -> Plan:
     """The core and the exploration probabilities for one run."""
     a, b = inp.alpha, inp.beta
@@ -145,11 +164,10 @@ def plan(inp: PolicyInput) -> Plan:
         # protected always, then underexplored, then the best expected saving per token
         key = mu / np.maximum(inp.bar, 1e-12)
         key = key + _UNDEREXPLORED * fresh + _PROTECTED * inp.protected
-        order = np.argsort(-key[want], kind="stable")
-        order = np.flatnonzero(want)[order].astype(np.int64)
         prot = inp.protected
-        left = room - int(tokens[prot].sum())
-        core = prot | _fill(order[~prot[order]], tokens, max(left, 0))
+        left = max(room - int(tokens[prot].sum()), 0)
+        cand = np.flatnonzero(want & ~prot).astype(np.int64)
+        core = prot | _fill_best(cand, key, tokens, left)
     e = np.minimum(inp.explore_floor + excess_ratio(mu, sd, inp.bar), inp.explore_max)
     e = np.where(core, 0.0, e)
     if not binding:

@@ -46,6 +46,7 @@ class Registry:
     index: dict[str, int]
     tokens: np.ndarray
     kinds: list[str]
+    id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
 
 
 @dataclass
@@ -105,6 +106,7 @@ class PosteriorCache:
             index={a: i for i, a in enumerate(ids)},
             tokens=np.fromiter((arms[i].tokens for i in ids), dtype=np.int64, count=len(ids)),
             kinds=kinds,
+            id_array=np.array(ids, dtype=object),
         )
         self.a0, self.b0 = self.priors(ids, kinds)
         self.protected = np.fromiter(
@@ -123,24 +125,31 @@ class PosteriorCache:
         return pri[:, 0].copy(), pri[:, 1].copy()
 
     def _changed_since(self, tx: Tx, index: int) -> None:
-        names = list(self.scopes)
-        marks = ",".join("?" * len(names))
+        # by the last_index index alone: "scope IN (...)" would lead SQLite to the primary key
         rows = tx.fetchall(
-            f"SELECT scope, arm_id, {_SQL_COLS} FROM bandit_posteriors "
-            f"WHERE last_index > ? AND scope IN ({marks})",
-            [index, *names],
+            f"SELECT scope, arm_id, {_SQL_COLS} FROM bandit_posteriors WHERE last_index > ?",
+            (index,),
         )
-        self._assign(rows)
+        self._assign([r for r in rows if r[0] in self.scopes])
 
     def _assign(self, rows: list[tuple[Any, ...]]) -> None:
+        """Write fetched rows (scope, arm_id, *_COLS) into the scope arrays, column-wise."""
+        if not rows:
+            return
         pos = self.registry.index
+        by_scope: dict[str, list[tuple[Any, ...]]] = {}
         for row in rows:
-            i = pos.get(row[1])
-            if i is None:
+            by_scope.setdefault(row[0], []).append(row)
+        for name, group in by_scope.items():
+            idx = np.fromiter((pos.get(r[1], -1) for r in group), dtype=np.int64, count=len(group))
+            keep = idx >= 0
+            if not keep.any():
                 continue
-            cols = self.scopes[row[0]].cols
-            for j, k in enumerate(_COLS, 2):
-                cols[k][i] = row[j]
+            values = np.array([r[2:] for r in group], dtype=np.float64)[keep]
+            cols = self.scopes[name].cols
+            at = idx[keep]
+            for j, k in enumerate(_COLS):
+                cols[k][at] = values[:, j]
 
     def scope(self, tx: Tx, name: str) -> dict[str, np.ndarray]:
         """One scope's evidence arrays, loaded in full the first time it is used."""

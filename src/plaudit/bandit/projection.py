@@ -281,28 +281,32 @@ class BanditProjection:
         fresh = (0.0, 0.0, 0, 0, index, now, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
         old = np.array([current.get(k, fresh) for k in keys], dtype=np.float64)
         r = np.array([1.0 if rewards[a] else 0.0 for _, a in keys])
-        decay = np.array(
-            [decay_factor(cfg, index - li, now - lt) for li, lt in old[:, 4:6].tolist()]
-        )
+        if cfg.half_life_runs or cfg.half_life_days:
+            decay: Any = np.array(
+                [decay_factor(cfg, index - li, now - lt) for li, lt in old[:, 4:6].tolist()]
+            )
+        else:
+            decay = 1.0
         st = {"s": old[:, 0], "f": old[:, 1]}
         st.update({k: old[:, 6 + i] for i, k in enumerate(evidence.FIELDS[2:])})
         new = evidence.update(st, r, cfg.drift_settings(), decay)
         pulls = old[:, 2].astype(np.int64) + 1
         hits = old[:, 3].astype(np.int64) + r.astype(np.int64)
-        cols = [new[k].tolist() for k in evidence.FIELDS]
-        rows = [
-            (
-                scope,
-                arm_id,
-                *(c[i] for c in cols[:2]),
-                int(pulls[i]),
-                int(hits[i]),
-                index,
-                now,
-                *(c[i] for c in cols[2:]),
+        n = len(keys)
+        rows = list(
+            zip(
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+                new["s"].tolist(),
+                new["f"].tolist(),
+                pulls.tolist(),
+                hits.tolist(),
+                [index] * n,
+                [now] * n,
+                *(new[k].tolist() for k in evidence.FIELDS[2:]),
+                strict=True,
             )
-            for i, (scope, arm_id) in enumerate(keys)
-        ]
+        )
         tx.executemany(
             "INSERT INTO bandit_posteriors (scope, arm_id, s, f, pulls, hits, last_index, "
             "last_ts, gu, su, fu, gd, sd, fd, pw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
