@@ -474,6 +474,24 @@ class Bandit:
         out["observation"] = None if obs is None else obs.payload
         return out
 
+    def evaluate(
+        self, changes: Mapping[str, Any] | None = None, *, level: float = 0.95, **kw: Any
+    ) -> dict[str, Any]:
+        """Estimate, from logged runs, the savings and recall a candidate configuration would
+        have (IPS, SNIPS and doubly robust, each with a bootstrap interval), beside the
+        current configuration's. Nothing is written. See `plaudit.bandit.evaluate`."""
+        from plaudit.bandit.evaluate import from_log
+
+        all_changes = {**(changes or {}), **kw}
+        cfgmod.validate_changes(all_changes)
+        if not isinstance(level, float | int) or not 0 < level < 1:
+            raise ValidationError("level", f"must be between 0 and 1 exclusive, got {level!r}")
+        self._ensure()
+        try:
+            return from_log(self, all_changes, level=float(level))
+        except ValueError as exc:
+            raise ValidationError("runs", str(exc)) from None
+
     def savings(self, context: str | None = None) -> dict[str, Any]:
         """token_savings_percent with a 95% CI, duration and error rate, and their history.
 

@@ -292,6 +292,7 @@ class PlauditPolicy:
         self.last = np.zeros((t + 1, sc.n))
         self.drift = cfg.drift_settings()
         self.last_baseline = False
+        self.last_p: np.ndarray | None = None
 
     def _aged(self, row: int) -> dict[str, Any]:
         """One scope's state with the optional half-life applied lazily, as the store does."""
@@ -319,8 +320,21 @@ class PlauditPolicy:
         )
         self.last_baseline = bool(self.rng.random() < self.rate)
         if self.last_baseline:
-            return policy.baseline(inp, self.rng)
-        return policy.draw(policy.plan(inp), self.rng)
+            chosen = policy.baseline(inp, self.rng)
+            fits = int(self.sc.tokens.sum()) <= self.sc.budget
+            self.last_p = np.ones(self.sc.n) if fits else None
+            return chosen
+        plan = policy.plan(inp)
+        self.last_p = plan.propensities
+        return policy.draw(plan, self.rng)
+
+    def candidate(self, cfg: BanditConfig, task: int) -> np.ndarray:
+        """Inclusion probabilities of another configuration on the current posteriors."""
+        a, b = self.posterior(task)
+        inp = policy.from_config(
+            cfg, a, b, self.sc.tokens, self.protected, self.pulls < cfg.min_pulls, self.sc.budget
+        )
+        return policy.plan(inp).propensities
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
         idx = np.flatnonzero(included)
@@ -464,6 +478,46 @@ def simulate(
         for i in tracked:
             m.tracked[sc.ids[i]].append(bool(included[i]))
     return m
+
+
+def logged_runs(
+    sc: Scenario,
+    runs: int,
+    *,
+    seed: int = 0,
+    config: BanditConfig | None = None,
+    split: int | None = None,
+) -> tuple[PlauditPolicy, list[Any], np.ndarray]:
+    """Run plaudit and keep what its log would hold for evaluation: per run the task, the
+    included arms, their rewards and logged propensities; plus the hidden needs (runs x arms)
+    that off-policy estimates are checked against. With `split`, the learner returned is a
+    copy frozen at that run and only the runs from `split` on are returned, so a candidate
+    built on those posteriors is evaluated on runs it has not learned from."""
+    import copy
+
+    from plaudit.bandit.evaluate import LoggedRun
+
+    world = np.random.default_rng(seed)
+    learner = PlauditPolicy(sc, config or default_config(sc), np.random.default_rng(seed + 7))
+    logged: list[Any] = []
+    needs = []
+    total = int(sc.tokens.sum())
+    frozen = learner
+    for run in range(runs):
+        if run == split:
+            frozen = copy.deepcopy(learner)
+        task = int(world.integers(len(sc.task_types)))
+        needed = world.random(sc.n) < sc.need_at(run)[task]
+        included = learner.choose(run, task)
+        learner.learn(run, task, included, needed & included)
+        if learner.last_p is None or (split is not None and run < split):
+            continue
+        idx = np.flatnonzero(included)
+        logged.append(
+            LoggedRun(task, idx, needed[idx].astype(np.int64), learner.last_p[idx], total)
+        )
+        needs.append(needed)
+    return frozen, logged, np.array(needs)
 
 
 def default_config(sc: Scenario | None = None) -> BanditConfig:
