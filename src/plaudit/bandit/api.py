@@ -502,7 +502,8 @@ class Bandit:
         self._ensure()
         sql = (
             "SELECT seq, ts_ms, is_baseline, COALESCE(usage_tokens, used_tokens), observed, "
-            "duration_ms, error FROM bandit_runs WHERE phase = 'active'"
+            "duration_ms, error, used_tokens, COALESCE(baseline_tokens, considered_tokens), "
+            "considered_tokens, budget FROM bandit_runs WHERE phase = 'active'"
         )
         params: list[Any] = []
         if context:

@@ -278,6 +278,11 @@ def savings(db: str | None, context: str | None, as_json: bool) -> None:
     )
     click.echo(f"token savings: {_fmt(s['token_savings_percent'], '.1f')}%{ci}")
     click.echo(
+        f"net of baseline runs: {_fmt(s['net_savings_percent'], '.1f')}%; prompt savings "
+        f"against {s['counterfactual']}: {_fmt(s['prompt_savings_percent'], '.1f')}% (95% CI "
+        f"{_fmt(s['prompt_ci_low'], '.1f')}% .. {_fmt(s['prompt_ci_high'], '.1f')}%)"
+    )
+    click.echo(
         f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected; avg tokens "
         f"{_fmt(s['baseline_avg_tokens'], '.0f')} vs {_fmt(s['selected_avg_tokens'], '.0f')}"
     )
