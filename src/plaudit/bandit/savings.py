@@ -121,9 +121,7 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
         "prompt_ci_low": p_lo,
         "prompt_ci_high": p_hi,
         "inventory_savings_percent": sum_ratio_ci(np.asarray(used_p), np.asarray(inventory))[0],
-        "counterfactual": "random-order fill up to the budget"
-        if binding
-        else "the full inventory",
+        "counterfactual": "random-order fill up to the budget" if binding else "the full inventory",
         "baseline_runs": len(base_tok),
         "selected_runs": len(sel_tok),
         "baseline_avg_tokens": _avg(base_tok),
