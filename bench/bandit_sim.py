@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 
 from plaudit import Plaudit
-from plaudit.context.config import BanditConfig
-from plaudit.context.simulator import default_scenario, run_store, simulate
+from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.simulator import default_scenario, run_store, simulate
 
 KEYS = (
     "savings_percent",

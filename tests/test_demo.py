@@ -20,7 +20,7 @@ def test_demo_report_matches_the_store(tmp_path):
         # every run is one decision and one outcome, and the bandit recorded each run
         assert stats.by_type["flow.router.decision.v1"] == 300
         assert stats.by_type["flow.router.outcome.v1"] == 300
-        assert stats.by_type["plaudit.bandit.run.v1"] == 300
+        assert stats.by_type["plaudit.bandit.run.v2"] == 300
         assert p.ledger.score()["total_score"] == report.ledger["total_score"]
     summary = json.loads((tmp_path / "demo" / "signals-export" / "summary.json").read_text())
     assert summary["counts"]["joined_rows"] == report.export_counts["joined_rows"] == 300

@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Plaudit": "plaudit.core",
-    "Arm": "plaudit.context",
-    "ArmStats": "plaudit.context",
-    "BanditConfig": "plaudit.context",
-    "Observation": "plaudit.context",
-    "Selection": "plaudit.context",
+    "Arm": "plaudit.bandit",
+    "ArmStats": "plaudit.bandit",
+    "BanditConfig": "plaudit.bandit",
+    "Observation": "plaudit.bandit",
+    "Selection": "plaudit.bandit",
     "BackendUnavailableError": "plaudit.errors",
     "ConfigError": "plaudit.errors",
     "ConflictError": "plaudit.errors",
@@ -102,7 +102,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from plaudit.context import Arm, ArmStats, BanditConfig, Observation, Selection
+    from plaudit.bandit import Arm, ArmStats, BanditConfig, Observation, Selection
     from plaudit.core import Plaudit
     from plaudit.errors import (
         BackendUnavailableError,

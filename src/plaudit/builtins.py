@@ -7,7 +7,7 @@ from plaudit.store.projections import register_projection
 
 BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str]] = [
     # (name, event type prefixes, "module:attr")
-    ("bandit", ("plaudit.bandit.",), "plaudit.context.projection:BanditProjection"),
+    ("bandit", ("plaudit.bandit.",), "plaudit.bandit.projection:BanditProjection"),
     ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection"),
 ]
 

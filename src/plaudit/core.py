@@ -13,7 +13,7 @@ from plaudit.store.checkpointing import Checkpointer
 from plaudit.store.log import EventLog
 
 if TYPE_CHECKING:
-    from plaudit.context import Bandit
+    from plaudit.bandit import Bandit
     from plaudit.ledger import Ledger
     from plaudit.signals import Signals
 
@@ -81,7 +81,7 @@ class Plaudit:
 
     @cached_property
     def bandit(self) -> Bandit:
-        from plaudit.context import Bandit
+        from plaudit.bandit import Bandit
 
         return Bandit(self)
 

@@ -111,7 +111,7 @@ def run_demo(
     on_progress: Callable[[int], None] | None = None,
 ) -> DemoReport:
     """Run the demo in a fresh store under `directory`; see `prepare_demo_dir` for what it keeps."""
-    from plaudit.context.simulator import RunDetail, default_scenario, run_store
+    from plaudit.bandit.simulator import RunDetail, default_scenario, run_store
 
     started = time.perf_counter()
     root = Path(directory)

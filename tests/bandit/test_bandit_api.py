@@ -6,8 +6,8 @@ import msgspec
 import pytest
 
 from plaudit import Plaudit
-from plaudit.context import Selection
-from plaudit.context.projection import OBSERVATION_V1, RUN_V1
+from plaudit.bandit import Selection
+from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 
 OUTPUT = "Read README.md; deploys go through the canary stage, then I debugged it."
@@ -18,16 +18,14 @@ def test_select_records_a_run_with_propensities(pl: Plaudit, arms) -> None:
     assert isinstance(sel, Selection)
     assert sorted(sel.included + sel.excluded) == sorted(a["id"] for a in arms)
     ev = pl.log.get(sel.run_id)
-    assert ev is not None and ev.type == RUN_V1
+    assert ev is not None and ev.type == RUN_V2
     p = ev.payload
     assert p["context"] == "code" and p["budget"] == 8000
     assert p["is_baseline"] == sel.is_baseline
-    by_id = {a["id"]: a for a in p["arms"]}
-    for a in arms:
-        rec = by_id[a["id"]]
-        assert rec["tokens"] == a["tokens"]
-        assert rec["included"] == (a["id"] in sel.included)
-        assert 0.0 <= rec["p_include"] <= 1.0
+    assert {a: t for a, t in p["arms"]} == {a["id"]: a["tokens"] for a in arms}
+    assert p["included"] == sel.included and len(p["p"]) == len(sel.included)
+    assert all(0.0 < x <= 1.0 for x in p["p"])
+    assert p["inventory_tokens"] == sum(a["tokens"] for a in arms)
     assert sel.used_tokens == sum(a["tokens"] for a in arms if a["id"] in sel.included)
     # fresh arms are underexplored, so every arm is included with probability 1
     assert all(v == 1.0 for v in sel.probabilities.values())
@@ -55,17 +53,26 @@ def test_rewards_follow_reference_detection(pl: Plaudit, arms) -> None:
         "memory:project:deploys": 1,
     }
     post = {s.id: s for s in pl.bandit.posteriors()}
-    assert (post["tool:exec:Bash"].alpha, post["tool:exec:Bash"].beta) == (4.0, 1.0)
-    assert (post["tool:web:WebSearch"].alpha, post["tool:web:WebSearch"].beta) == (3.0, 2.0)
+    # curated prior Beta(0.75, 0.25), learned Beta(0.5, 0.5), plus one observation each
+    assert (post["tool:exec:Bash"].alpha, post["tool:exec:Bash"].beta) == (1.75, 0.25)
+    assert (post["tool:web:WebSearch"].alpha, post["tool:web:WebSearch"].beta) == (0.75, 1.25)
     assert (post["file:workspace:README.md"].alpha, post["file:workspace:README.md"].beta) == (
-        2.0,
-        1.0,
+        1.5,
+        0.5,
     )
     assert post["tool:exec:Bash"].pulls == 1 and post["tool:exec:Bash"].confidence == "low"
 
 
 def test_excluded_arms_get_no_update(pl: Plaudit, arms) -> None:
-    pl.bandit.configure(min_pulls=0, threshold=1.0, miss_cost_tokens=None, baseline_rate=0.0)
+    pl.bandit.configure(
+        min_pulls=0,
+        threshold=1.0,
+        miss_cost_tokens=None,
+        baseline_rate=0.0,
+        optimism=0.0,
+        explore_max=1e-6,
+        explore_floor=1e-6,
+    )
     pl.bandit.configure(protected=["tool:exec:Bash"])
     sel = pl.bandit.select(arms, token_budget=100_000, seed=3)
     assert sel.included == ["tool:exec:Bash"]  # threshold 1 leaves out all but the protected
@@ -176,28 +183,30 @@ def _observe_many(pl: Plaudit, arms, n: int, context: str | None, output: str) -
 
 
 def test_context_is_shrunk_towards_global_not_cold(pl: Plaudit, arms) -> None:
-    pl.bandit.configure(baseline_rate=1.0)  # include everything: every arm gets each update
+    # include everything, so every arm gets each update; no change detection, to check sums
+    pl.bandit.configure(baseline_rate=1.0, drift="off")
     _observe_many(pl, arms, 30, "research", "nothing referenced")
     g = {s.id: s for s in pl.bandit.posteriors()}["tool:exec:Bash"]
-    assert (g.alpha, g.beta) == (3.0, 31.0)
-    # A new context borrows m=10 pseudo-observations of the global evidence (0 hits, 30 misses)
+    assert (g.alpha, g.beta) == (0.75, 30.25)
+    mu_g = 0.75 / 31.0
+    # A new context starts from the global mean as a prior worth k=2 observations
     fresh = {s.id: s for s in pl.bandit.posteriors("brand-new")}["tool:exec:Bash"]
-    assert fresh.alpha == pytest.approx(3.0) and fresh.beta == pytest.approx(1.0 + 10.0)
+    assert fresh.alpha == pytest.approx(2 * mu_g) and fresh.beta == pytest.approx(2 * (1 - mu_g))
     assert fresh.pulls == 0
     # The context's own data is added on top: research has 30 misses of its own
     r = {s.id: s for s in pl.bandit.posteriors("research")}["tool:exec:Bash"]
-    assert r.beta == pytest.approx(1.0 + 30 + 10.0)
+    assert r.beta == pytest.approx(2 * (1 - mu_g) + 30)
 
 
 def test_discount_by_runs_is_deterministic_and_survives_rebuild(
     pl: Plaudit, arms, posterior_table
 ) -> None:
-    pl.bandit.configure(baseline_rate=1.0, half_life_runs=4)
+    pl.bandit.configure(baseline_rate=1.0, half_life_runs=4, drift="off")
     _observe_many(pl, arms, 8, None, "nothing")
     s = {x.id: x for x in pl.bandit.posteriors()}["tool:exec:Bash"]
     # 8 misses, each worth half as much 4 observations later: sum_{k=0..7} 0.5^(k/4)
     expected = sum(0.5 ** (k / 4) for k in range(8))
-    assert s.beta == pytest.approx(1.0 + expected)
+    assert s.beta == pytest.approx(0.25 + expected)
     assert s.pulls == 8
     before = posterior_table(pl)
     pl.rebuild()
@@ -243,14 +252,14 @@ def test_savings_compare_baseline_and_selected_runs(pl: Plaudit, arms) -> None:
 
 
 def test_convergence_history_moves_over_time(pl: Plaudit, arms) -> None:
-    pl.bandit.configure(baseline_rate=1.0)
+    pl.bandit.configure(baseline_rate=1.0, drift="off")
     for i in range(12):
         sel = pl.bandit.select(arms, seed=i)
         pl.bandit.observe(sel.run_id, "x", tool_calls=[{"name": "Bash"}] if i < 6 else [])
     series = pl.bandit.history("tool:exec:Bash")["tool:exec:Bash"]
     means = [p["mean"] for p in series]
     assert len(means) == 12
-    assert means[5] == pytest.approx(9 / 10) and means[-1] == pytest.approx(9 / 16)
+    assert means[5] == pytest.approx(6.75 / 7) and means[-1] == pytest.approx(6.75 / 13)
     assert max(means) > means[-1]  # not today's value repeated
     assert len(pl.bandit.history(points=5)["tool:exec:Bash"]) == 5
 
@@ -270,8 +279,8 @@ def test_config_is_an_event_and_applies_in_log_order(pl: Plaudit) -> None:
 @pytest.mark.parametrize(
     ("type_", "payload"),
     [
-        (RUN_V1, {"budget": 1}),
-        (RUN_V1, {"budget": 1, "used_tokens": 0, "arms": [{"id": "a", "tokens": "x"}]}),
+        (RUN_V2, {"budget": 1}),
+        (RUN_V2, {"budget": 1, "used_tokens": 0, "arms": [{"id": "a", "tokens": "x"}]}),
         (OBSERVATION_V1, {"run_id": "r", "rewards": {"tool:exec:Bash": 7}}),
         (OBSERVATION_V1, {"run_id": "r", "rewards": [], "usage_tokens": 1}),
         ("plaudit.bandit.config.v1", {"changes": {"threshold": "x"}}),
@@ -292,3 +301,41 @@ def test_selection_struct_serialises(pl: Plaudit, arms) -> None:
     sel = pl.bandit.select(arms, seed=1)
     data = msgspec.json.decode(msgspec.json.encode(sel))
     assert data["run_id"] == sel.run_id and data["included"] == sel.included
+
+
+def test_savings_are_net_of_baseline_runs_and_match_the_simulator_under_a_binding_budget(
+    pl: Plaudit,
+) -> None:
+    """A budget far below the inventory: the counterfactual is a random-order fill of the
+    budget, and the reported prompt saving's interval holds the saving the simulator measures
+    against its own random fills."""
+    import numpy as np
+
+    from plaudit.bandit import policy
+    from plaudit.bandit.simulator import run_store
+    from plaudit.bandit.workloads import stationary
+
+    sc = stationary()
+    sc.budget = 9000  # the inventory holds about 22,700 tokens
+    pl.bandit.configure(baseline_rate=0.1)
+    m = run_store(pl, sc, 150, seed=4)
+    s = pl.bandit.savings()
+    assert s["counterfactual"] == "random-order fill up to the budget"
+    rng = np.random.default_rng(0)
+    inp = policy.PolicyInput(
+        alpha=np.ones(sc.n),
+        beta=np.ones(sc.n),
+        tokens=sc.tokens,
+        protected=np.zeros(sc.n, dtype=bool),
+        underexplored=np.zeros(sc.n, dtype=bool),
+        budget=sc.budget,
+        bar=np.zeros(sc.n),
+    )
+    fills = [int(sc.tokens[policy.baseline(inp, rng)].sum()) for _ in range(150)]
+    measured = (1 - sum(m.tokens) / sum(fills)) * 100
+    assert s["prompt_ci_low"] <= measured <= s["prompt_ci_high"]
+    assert s["prompt_savings_percent"] > 0
+    # against everything registered the saving is larger still: most of it cannot fit
+    assert s["inventory_savings_percent"] > 55
+    # net of baseline runs is below the gross figure: baseline runs save nothing
+    assert s["net_savings_percent"] < s["token_savings_percent"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plaudit.context import Arm, BanditConfig, coerce_arms, parse_arm_id
-from plaudit.context.config import merged, validate_changes
+from plaudit.bandit import Arm, BanditConfig, coerce_arms, parse_arm_id
+from plaudit.bandit.config import merged, validate_changes
 from plaudit.errors import ValidationError
 
 
@@ -68,8 +68,9 @@ def test_coerce_arms_names_the_position() -> None:
 
 def test_priors_per_kind_type_and_arm() -> None:
     cfg = BanditConfig()
-    assert cfg.prior("tool:exec:Bash", "curated") == (3.0, 1.0)
-    assert cfg.prior("file:workspace:a.md", "learned") == (1.0, 1.0)
+    # the seed's means (0.75 curated, 0.5 learned) at a strength of one observation
+    assert cfg.prior("tool:exec:Bash", "curated") == (0.75, 0.25)
+    assert cfg.prior("file:workspace:a.md", "learned") == (0.5, 0.5)
     cfg = merged(cfg, {"type_priors": {"tool": [2, 2]}, "arm_priors": {"tool:web:*": [5, 1]}})
     assert cfg.prior("tool:exec:Bash", "curated") == (2.0, 2.0)
     assert cfg.prior("tool:web:WebSearch", "curated") == (5.0, 1.0)
@@ -85,7 +86,7 @@ def test_protection_by_id_and_glob() -> None:
 def test_baseline_rate_auto_follows_the_seed() -> None:
     cfg = merged(BanditConfig(), {"baseline_rate": "auto"})
     assert [cfg.rate_for(n) for n in (1, 10, 11, 50, 51)] == [0.2, 0.2, 0.1, 0.1, 0.05]
-    assert BanditConfig().rate_for(3) == 0.10
+    assert BanditConfig().rate_for(3) == 0.01
 
 
 @pytest.mark.parametrize(

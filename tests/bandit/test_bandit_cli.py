@@ -90,7 +90,7 @@ def test_select_observe_posteriors_savings(cli, files, db_url) -> None:
     assert code == 0 and out.startswith("already recorded")
     code, out, _ = cli("posteriors", "--json", "--level", "0.9")
     post = {a["id"]: a for a in json.loads(out)["arms"]}
-    assert post["tool:exec:Bash"]["alpha"] == 4.0 and post["tool:exec:Bash"]["pulls"] == 1
+    assert post["tool:exec:Bash"]["alpha"] == 1.75 and post["tool:exec:Bash"]["pulls"] == 1
     code, out, _ = cli("posteriors", "--level", "0.9")
     assert code == 0 and "tool:exec:Bash" in out and "90% interval" in out
     code, out, _ = cli("savings", "--json")

@@ -56,8 +56,8 @@ def _check_no_lost_updates(p: Plaudit, arms: list[dict]) -> None:
         for a in arms:
             assert post[a["id"]].pulls == RUNS, (scope, a["id"])
     g = {s.id: s for s in p.bandit.posteriors()}
-    assert (g["tool:exec:Bash"].alpha, g["tool:exec:Bash"].beta) == (3.0 + RUNS, 1.0)
-    assert (g["tool:web:WebSearch"].alpha, g["tool:web:WebSearch"].beta) == (3.0, 1.0 + RUNS)
+    assert (g["tool:exec:Bash"].alpha, g["tool:exec:Bash"].beta) == (0.75 + RUNS, 0.25)
+    assert (g["tool:web:WebSearch"].alpha, g["tool:web:WebSearch"].beta) == (0.75, 0.25 + RUNS)
     assert p.log.verify().ok
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plaudit.context.detect import (
+from plaudit.bandit.detect import (
     MemoryIndex,
     is_referenced,
     referenced_arms,
@@ -42,6 +42,43 @@ def test_file_matches_name_or_path_not_a_longer_name() -> None:
     )
     assert not ref("file:workspace:a.py", "edited data.py")
     assert not ref("file:workspace:a.py", "edited a.pyc")
+
+
+def test_file_matches_a_whole_path_component_in_any_case() -> None:
+    arm = "file:workspace:README.md"
+    assert ref(arm, "check readme.md")  # the seed original's own test case
+    assert ref(arm, "Updated /repo/README.md and docs.")
+    assert ref(arm, 'edited "README.MD"')
+    assert not ref(arm, "restored README.md.bak")
+    assert not ref(arm, "see README.mdx")
+    assert not ref(arm, "see notREADME.md")
+    assert not ref(arm, "see README.md-old")
+    assert not ref("file:workspace:docs/guide.md", "open guide.md.orig")
+
+
+@settings(max_examples=200)
+@given(
+    st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,8}\.[a-z]{1,4}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9_]{1,4}", fullmatch=True),
+)
+def test_a_longer_name_never_matches(name: str, extra: str) -> None:
+    arm = f"file:workspace:{name}"
+    assert ref(arm, f"see {name} now") and ref(arm, f"see {name.swapcase()} now")
+    for longer in (name + extra, name + "." + extra, extra + name, name + "-" + extra):
+        assert not ref(arm, f"see {longer} now"), longer
+
+
+def test_the_seed_originals_examples() -> None:
+    # seed table: tool by call metadata, skill by word in output or tool metadata, file by
+    # name in the text, memory by a 20+ character substring, section always
+    assert ref("tool:exec:Bash", calls=[{"name": "Bash", "command": "ls"}])
+    assert not ref("tool:exec:Bash", "I ran Bash")  # text alone is not a call
+    assert ref("skill:coding:main", "This is a coding task.")
+    assert ref("skill:coding:main", calls=[{"name": "Task", "skill": "Coding"}])
+    assert ref("file:workspace:README.md", "Output mentions README.md")
+    memory = "Deploys go through the canary stage and need two approvals."
+    assert ref("memory:project:deploys", f"Note: {memory[10:40]}", content=memory)
+    assert ref("section:system:instructions", "")
 
 
 def test_section_is_always_referenced_and_unknown_never() -> None:

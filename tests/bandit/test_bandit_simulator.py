@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from plaudit import Plaudit
-from plaudit.context.detect import is_referenced, tool_call_names, tool_call_text
-from plaudit.context.simulator import (
+from plaudit.bandit.detect import is_referenced, tool_call_names, tool_call_text
+from plaudit.bandit.simulator import (
     default_scenario,
     run_store,
     simulate,
@@ -52,7 +52,7 @@ def test_synthetic_output_is_detected_exactly() -> None:
         assert got == expect
 
 
-def test_targets_after_2000_runs_on_the_default_scenario() -> None:
+def test_the_default_scenario_learns_to_save_at_high_recall() -> None:
     sc = default_scenario()
     last = 500
     oracle = simulate(sc, "oracle", 2000, seed=0).summary(last)
@@ -62,7 +62,7 @@ def test_targets_after_2000_runs_on_the_default_scenario() -> None:
     assert full["savings_percent"] == 0 and full["recall"] == 1.0
     assert oracle["recall"] == 1.0 and oracle["regret_per_run"] == 0
     assert plaudit["savings_percent"] >= 0.70 * oracle["savings_percent"]
-    assert plaudit["recall"] >= 0.97
+    assert plaudit["recall"] >= 0.98
     assert plaudit["savings_percent"] > original["savings_percent"]
     assert plaudit["regret_per_run"] < original["regret_per_run"]
 
@@ -108,8 +108,8 @@ def test_example_agent_loop_runs(tmp_path: Path, monkeypatch, capsys) -> None:
 
 def test_in_memory_policy_uses_the_same_arithmetic_as_the_store(pl: Plaudit) -> None:
     """Same rewards into the simulator's posteriors and into the projection: same numbers."""
-    from plaudit.context.config import BanditConfig, merged
-    from plaudit.context.simulator import PlauditPolicy, scenario_arms
+    from plaudit.bandit.config import BanditConfig, merged
+    from plaudit.bandit.simulator import PlauditPolicy, scenario_arms
     from plaudit.events import make_event
 
     sc = default_scenario()

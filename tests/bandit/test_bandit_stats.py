@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plaudit.context.stats import (
+from plaudit.bandit.stats import (
     beta_cdf,
     beta_ppf,
     beta_ppf_array,

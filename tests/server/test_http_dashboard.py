@@ -81,7 +81,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             # Waits use selectors, not JS expressions: the page's CSP forbids eval.
             page.wait_for_selector('.rl-score-widget[data-state="live"]', timeout=10_000)
             before = total.inner_text()
-            assert before == "+410"
+            assert before == "+350"  # depends on how many arms the seeded bandit runs include
             # Every card has drawn its data (no "no data yet" left on a seeded store).
             page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=10_000)
             page.wait_for_selector("#savings-chart svg path", state="attached", timeout=10_000)

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "observe": "plaudit.cli.bandit:observe",
     "posteriors": "plaudit.cli.bandit:posteriors",
     "savings": "plaudit.cli.bandit:savings",
+    "bandit": "plaudit.cli.bandit:bandit",
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
     "demo": "plaudit.cli.demo:demo",

@@ -26,6 +26,20 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
+def _settings(items: tuple[str, ...]) -> dict[str, Any]:
+    """KEY=JSON pairs (a bare word such as passive or auto is taken as a string)."""
+    changes: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValidationError("--set", f"{item!r} is not KEY=VALUE")
+        try:
+            changes[key] = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            changes[key] = raw
+    return changes
+
+
 @click.group(cls=SuggestingGroup)
 def arms() -> None:
     """The bandit's arm inventory: list, show, register, configure."""
@@ -101,15 +115,7 @@ def arms_register(db: str | None, file: str, as_json: bool) -> None:
 @json_option
 def arms_config(db: str | None, settings: tuple[str, ...], as_json: bool) -> None:
     """Show the bandit's settings, or change them (recorded in the log)."""
-    changes: dict[str, Any] = {}
-    for item in settings:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ValidationError("--set", f"{item!r} is not KEY=VALUE")
-        try:
-            changes[key] = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            changes[key] = raw  # a bare word such as passive or auto
+    changes = _settings(settings)
     with open_store(db, create=bool(changes)) as p:
         cfg = p.bandit.configure(changes) if changes else p.bandit.config
     if as_json:
@@ -252,6 +258,11 @@ def savings(db: str | None, context: str | None, as_json: bool) -> None:
     )
     click.echo(f"token savings: {_fmt(s['token_savings_percent'], '.1f')}%{ci}")
     click.echo(
+        f"net of baseline runs: {_fmt(s['net_savings_percent'], '.1f')}%; prompt savings "
+        f"against {s['counterfactual']}: {_fmt(s['prompt_savings_percent'], '.1f')}% (95% CI "
+        f"{_fmt(s['prompt_ci_low'], '.1f')}% .. {_fmt(s['prompt_ci_high'], '.1f')}%)"
+    )
+    click.echo(
         f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected; avg tokens "
         f"{_fmt(s['baseline_avg_tokens'], '.0f')} vs {_fmt(s['selected_avg_tokens'], '.0f')}"
     )
@@ -260,3 +271,44 @@ def savings(db: str | None, context: str | None, as_json: bool) -> None:
         f"{_fmt(s['selected_avg_duration_ms'], '.0f')}; error rate: "
         f"{_fmt(s['baseline_error_rate'])} vs {_fmt(s['selected_error_rate'])}"
     )
+
+
+@click.group()
+def bandit() -> None:
+    """Bandit analysis: evaluate a candidate configuration on logged runs."""
+
+
+@bandit.command("evaluate")
+@db_option
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=JSON",
+    help="A setting of the candidate, e.g. --set optimism=0 --set miss_cost_tokens=15000.",
+)
+@click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
+@json_option
+def evaluate(db: str | None, settings: tuple[str, ...], level: float, as_json: bool) -> None:
+    """Estimate a candidate configuration's savings and recall from logged runs (IPS, SNIPS,
+    doubly robust, with intervals), beside the current configuration's. Writes nothing."""
+    changes = _settings(settings)
+    with open_store(db) as p:
+        res = p.bandit.evaluate(changes, level=level)
+    if as_json:
+        echo_json(res)
+        return
+    click.echo(
+        f"trained on {res['train_runs']} runs, evaluated on {res['candidate']['runs']} "
+        f"({int(level * 100)}% intervals)"
+    )
+    for name in ("current", "candidate"):
+        r = res[name]
+        click.echo(f"{name}: prompt savings {_fmt(r['savings_percent'], '.1f')}%")
+        for est in ("ips", "snips", "dr"):
+            e = r[est]
+            lo, hi = e["recall_ci"]
+            click.echo(
+                f"  {est:5} recall {_fmt(e['recall'])} [{_fmt(lo)}, {_fmt(hi)}]  "
+                f"misses/run {_fmt(e['misses_per_run'], '.3f')}"
+            )

@@ -149,3 +149,16 @@ def get_config(p: PlauditDep) -> dict[str, Any]:
 @router.post("/config", dependencies=[Depends(require_write)])
 def set_config(body: dict[str, Any], p: PlauditDep) -> dict[str, Any]:
     return p.bandit.configure(body).to_dict()
+
+
+class EvaluateIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    changes: dict[str, Any] = Field(default_factory=dict)
+    level: float = Field(default=0.95, gt=0.5, lt=1.0)
+
+
+@router.post("/evaluate")
+def evaluate(body: EvaluateIn, p: PlauditDep) -> dict[str, Any]:
+    """Off-policy estimate of a candidate configuration (reads only)."""
+    return p.bandit.evaluate(body.changes, level=body.level)

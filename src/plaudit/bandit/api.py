@@ -11,21 +11,22 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
-from plaudit.context import config as cfgmod
-from plaudit.context import policy, posteriors
-from plaudit.context.arms import Arm, coerce_arms, parse_arm_id
-from plaudit.context.detect import referenced_arms
-from plaudit.context.projection import (
+from plaudit.bandit import config as cfgmod
+from plaudit.bandit import policy, posteriors
+from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
+from plaudit.bandit.detect import referenced_arms
+from plaudit.bandit.projection import (
     ARMS_V1,
     CONFIG_V1,
     GLOBAL,
     OBSERVATION_V1,
     RUN_V1,
+    RUN_V2,
     load_config,
 )
-from plaudit.context.results import ArmStats, Observation, Selection
-from plaudit.context.savings import MAX_POINTS, _thin, summarise
-from plaudit.context.stats import confidence_tier, credible_intervals, mean, variance
+from plaudit.bandit.results import ArmStats, Observation, Selection
+from plaudit.bandit.savings import MAX_POINTS, _thin, summarise
+from plaudit.bandit.stats import confidence_tier, credible_intervals, mean, variance
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
@@ -81,6 +82,29 @@ def _check_tool_calls(tool_calls: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _fill_share(inp: policy.PolicyInput) -> np.ndarray:
+    """Inclusion chance in a random-order fill of a budget the inventory overflows: the share
+    of the free arms' tokens that fits (protected arms are always in). An approximation,
+    recorded for baseline runs only; estimators use the exact propensities of selected runs."""
+    free = inp.tokens[~inp.protected]
+    room = max(inp.budget - int(inp.tokens[inp.protected].sum()), 0)
+    share = min(1.0, room / max(int(free.sum()), 1))
+    return np.where(inp.protected, 1.0, max(share, 1e-6))
+
+
+def _excluded(
+    ids: list[str], included: np.ndarray, cache: posteriors.PosteriorCache | None
+) -> list[str]:
+    """The excluded ids; the registry keeps its ids as an object array for large inventories."""
+    if cache is not None and len(ids) > 256:
+        return cache.registry.id_array[~included].tolist()
+    return [ids[i] for i in np.flatnonzero(~included)]
+
+
+def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) -> float | None:
+    return cfg.miss_cost(int(tokens.sum()), budget)
+
+
 def _observation_id(run_id: str) -> str:
     oid = f"obs:{run_id}"
     return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
@@ -92,6 +116,7 @@ class Bandit:
     def __init__(self, plaudit: Plaudit) -> None:
         self.p = plaudit
         self._ready = False
+        self._cache = posteriors.PosteriorCache()
 
     # -- plumbing ----------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -170,82 +195,92 @@ class Bandit:
         token_budget = _check_int("token_budget", token_budget, 0, MAX_BUDGET)
         context = _check_context(context)
         seed = _check_opt_int("seed", seed, 0, 2**53 - 1)
+        explicit = None if arms is None else coerce_arms(arms)
+        if explicit is not None and not explicit:
+            raise ValidationError("arms", "is empty: give at least one arm")
         self._ensure()
-        with self.p.backend.read() as tx:
-            cfg = load_config(tx)
-            if arms is None:
-                inventory = list(self._registered(tx).values())
-                if not inventory:
+        cache = self._cache
+        with self.p.backend.read() as tx, cache.lock:
+            cache.refresh(tx)
+            cfg = cache.cfg
+            if explicit is None:
+                ids = cache.registry.ids
+                if not ids:
                     raise ValidationError("arms", "none given and none registered")
+                tokens = cache.registry.tokens
+                protected = cache.protected
+                alpha, beta, gpulls, _ = cache.posterior(tx, context)
             else:
-                inventory = coerce_arms(arms)
-                if not inventory:
-                    raise ValidationError("arms", "is empty: give at least one arm")
-            kinds = [a.effective_kind for a in inventory]
-            ids = [a.id for a in inventory]
-            alpha, beta, gpulls, _ = posteriors.load(tx, ids, kinds, cfg, context)
-        tokens = np.fromiter((a.tokens for a in inventory), dtype=np.int64, count=len(ids))
-        protected = np.fromiter((cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids))
-        inp = policy.PolicyInput(
-            alpha=alpha,
-            beta=beta,
-            tokens=tokens,
-            protected=protected,
-            underexplored=gpulls < cfg.min_pulls,
-            budget=token_budget,
-            threshold=cfg.thresholds(tokens),
+                ids = [a.id for a in explicit]
+                tokens = np.fromiter((a.tokens for a in explicit), dtype=np.int64, count=len(ids))
+                protected = np.fromiter(
+                    (cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
+                )
+                alpha, beta, gpulls, _ = posteriors.for_arms(cache, tx, explicit, context)
+        inp = policy.from_config(
+            cfg, alpha, beta, tokens, protected, gpulls < cfg.min_pulls, token_budget
         )
         rng = np.random.default_rng(seed)
         rate = cfg.rate_for(len(ids))
+        fits = int(tokens.sum()) <= token_budget
         if cfg.phase == "passive":
-            included, is_baseline = policy.baseline(inp), False
-            probs = included.astype(float)
+            included, is_baseline = policy.baseline(inp, rng), False
+            probs = np.ones(len(ids)) if fits else _fill_share(inp)
         else:
             is_baseline = bool(rng.random() < rate)
-            included = policy.baseline(inp) if is_baseline else policy.select(inp, rng)[0]
-            probs = policy.inclusion_probabilities(inp, rate, rng, cfg.propensity_samples)
+            if is_baseline:
+                included = policy.baseline(inp, rng)
+                probs = np.ones(len(ids)) if fits else _fill_share(inp)
+            else:
+                plan = policy.plan(inp)
+                included = policy.draw(plan, rng)
+                probs = plan.propensities
+        counterfactual = included if is_baseline or fits else policy.baseline(inp, rng)
         run_id = uuid7()
         used = int(tokens[included].sum())
-        payload = {
+        inc = np.flatnonzero(included)
+        included_ids = [ids[i] for i in inc]
+        p_inc = [round(float(x), 6) for x in probs[inc]]
+        payload: dict[str, Any] = {
             "context": context,
             "budget": token_budget,
             "is_baseline": is_baseline,
             "phase": cfg.phase,
             "used_tokens": used,
+            "inventory_tokens": int(tokens.sum()),
+            "baseline_tokens": int(tokens[counterfactual].sum()),
+            "considered": len(ids),
             "seed": seed,
             "policy": {
                 "threshold": cfg.threshold,
-                "miss_cost_tokens": cfg.miss_cost_tokens,
+                "miss_cost": policy_miss_cost(cfg, tokens, token_budget),
+                "optimism": cfg.optimism,
+                "explore_floor": cfg.explore_floor,
+                "explore_max": cfg.explore_max,
                 "min_pulls": cfg.min_pulls,
                 "baseline_rate": rate,
                 "context_pseudo_count": cfg.context_pseudo_count,
-                "propensity_samples": cfg.propensity_samples,
+                "drift": cfg.drift,
             },
-            "arms": [
-                {
-                    "id": ids[i],
-                    "tokens": int(tokens[i]),
-                    "included": bool(included[i]),
-                    "protected": bool(protected[i]),
-                    "p_include": round(float(probs[i]), 4),
-                }
-                for i in range(len(ids))
-            ],
+            "included": included_ids,
+            "p": p_inc,
         }
+        if explicit is not None:
+            payload["arms"] = [[a.id, a.tokens] for a in explicit]
         with self.p.log.writer() as w:
-            if arms is not None:
-                self._register_in(w, inventory)
-            w.append(make_event(RUN_V1, payload, id=run_id, session_id=session_id, source="bandit"))
+            if explicit is not None:
+                self._register_in(w, explicit)
+            w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
         return Selection(
             run_id=run_id,
-            included=[ids[i] for i in np.flatnonzero(included)],
-            excluded=[ids[i] for i in np.flatnonzero(~included)],
+            included=included_ids,
+            excluded=_excluded(ids, included, cache if explicit is None else None),
             is_baseline=is_baseline,
             used_tokens=used,
             budget=token_budget,
             context=context,
             phase=cfg.phase,
-            probabilities={ids[i]: round(float(probs[i]), 4) for i in range(len(ids))},
+            probabilities=dict(zip(included_ids, p_inc, strict=True)),
         )
 
     # -- observation -------------------------------------------------------------------
@@ -297,7 +332,9 @@ class Bandit:
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = load_config(w.tx)
-            registered = self._registered(w.tx, included)
+            registered = self._cache.registry.arms
+            if any(a not in registered for a in included):
+                registered = self._registered(w.tx, included)
             found = referenced_arms(
                 {a: registered[a].content if a in registered else None for a in included},
                 output_text,
@@ -352,12 +389,16 @@ class Bandit:
         if not isinstance(level, float | int) or not 0 < level < 1:
             raise ValidationError("level", f"must be between 0 and 1 exclusive, got {level!r}")
         self._ensure()
-        with self.p.backend.read() as tx:
-            cfg = load_config(tx)
-            reg = self._registered(tx, None if arm_ids is None else list(arm_ids))
-            ids = sorted(reg)
-            kinds = [reg[i].effective_kind for i in ids]
-            alpha, beta, _, spulls = posteriors.load(tx, ids, kinds, cfg, context)
+        cache = self._cache
+        with self.p.backend.read() as tx, cache.lock:
+            cache.refresh(tx)
+            cfg = cache.cfg
+            reg = cache.registry
+            all_a, all_b, _, all_pulls = cache.posterior(tx, context)
+        ids = reg.ids if arm_ids is None else sorted(set(arm_ids) & set(reg.index))
+        sel = np.fromiter((reg.index[i] for i in ids), dtype=np.int64, count=len(ids))
+        alpha, beta, spulls = all_a[sel], all_b[sel], all_pulls[sel]
+        by_id = reg.arms
         lows, highs = credible_intervals(alpha, beta, float(level))
         out = []
         for i, arm_id in enumerate(ids):
@@ -374,8 +415,8 @@ class Bandit:
                     ci_high=hi,
                     pulls=int(spulls[i]),
                     confidence=confidence_tier(int(spulls[i])),
-                    tokens=reg[arm_id].tokens,
-                    kind=reg[arm_id].effective_kind,
+                    tokens=by_id[arm_id].tokens,
+                    kind=by_id[arm_id].effective_kind,
                     protected=cfg.is_protected(arm_id),
                     context=context,
                 )
@@ -426,12 +467,30 @@ class Bandit:
     def run(self, run_id: str) -> dict[str, Any]:
         """A recorded run and, once observed, its outcome."""
         ev = self.p.log.get(run_id) if isinstance(run_id, str) and run_id else None
-        if ev is None or ev.type != RUN_V1:
+        if ev is None or ev.type not in (RUN_V1, RUN_V2):
             raise NotFoundError(f"no bandit run with run_id {run_id!r}")
         out: dict[str, Any] = {"run_id": run_id, "ts_ms": ev.ts_ms, **ev.payload}
         obs = self.p.log.get(_observation_id(run_id))
         out["observation"] = None if obs is None else obs.payload
         return out
+
+    def evaluate(
+        self, changes: Mapping[str, Any] | None = None, *, level: float = 0.95, **kw: Any
+    ) -> dict[str, Any]:
+        """Estimate, from logged runs, the savings and recall a candidate configuration would
+        have (IPS, SNIPS and doubly robust, each with a bootstrap interval), beside the
+        current configuration's. Nothing is written. See `plaudit.bandit.evaluate`."""
+        from plaudit.bandit.evaluate import from_log
+
+        all_changes = {**(changes or {}), **kw}
+        cfgmod.validate_changes(all_changes)
+        if not isinstance(level, float | int) or not 0 < level < 1:
+            raise ValidationError("level", f"must be between 0 and 1 exclusive, got {level!r}")
+        self._ensure()
+        try:
+            return from_log(self, all_changes, level=float(level))
+        except ValueError as exc:
+            raise ValidationError("runs", str(exc)) from None
 
     def savings(self, context: str | None = None) -> dict[str, Any]:
         """token_savings_percent with a 95% CI, duration and error rate, and their history.
@@ -443,7 +502,8 @@ class Bandit:
         self._ensure()
         sql = (
             "SELECT seq, ts_ms, is_baseline, COALESCE(usage_tokens, used_tokens), observed, "
-            "duration_ms, error FROM bandit_runs WHERE phase = 'active'"
+            "duration_ms, error, used_tokens, COALESCE(baseline_tokens, considered_tokens), "
+            "considered_tokens, budget FROM bandit_runs WHERE phase = 'active'"
         )
         params: list[Any] = []
         if context:

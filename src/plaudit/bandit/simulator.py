@@ -13,14 +13,15 @@ tool calls, which also exercises reference detection (the demo uses it).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from plaudit.context import policy
-from plaudit.context.config import KIND_PRIORS, BanditConfig
+from plaudit.bandit import evidence, policy
+from plaudit.bandit.config import KIND_PRIORS, BanditConfig
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -41,6 +42,9 @@ class Scenario:
     task_types: tuple[str, ...] = TASK_TYPES
     drift_at: int = 1000
     budget: int = 40000
+    name: str = "default"
+    #: probability of each task type (None: uniform)
+    task_probs: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -193,6 +197,15 @@ class Metrics:
     hit: list[int] = field(default_factory=list)
     rare_needed: list[int] = field(default_factory=list)
     rare_hit: list[int] = field(default_factory=list)
+    cheap_needed: list[int] = field(default_factory=list)
+    cheap_hit: list[int] = field(default_factory=list)
+    dear_needed: list[int] = field(default_factory=list)
+    dear_hit: list[int] = field(default_factory=list)
+    task: list[int] = field(default_factory=list)
+    baseline: list[bool] = field(default_factory=list)
+    #: inclusion of each tracked (drifting) arm, per run
+    tracked: dict[str, list[bool]] = field(default_factory=dict)
+    select_ns: list[int] = field(default_factory=list)
 
     def summary(
         self,
@@ -207,27 +220,62 @@ class Metrics:
         full = np.asarray(self.full_tokens[sl], dtype=float)
         orc = np.asarray(self.oracle_tokens[sl], dtype=float)
         needed, hit = sum(self.needed[sl]), sum(self.hit[sl])
-        rn, rh = sum(self.rare_needed[sl]), sum(self.rare_hit[sl])
         misses = needed - hit
+
+        def ratio(h: list[int], n: list[int]) -> float | None:
+            d = sum(n[sl])
+            return sum(h[sl]) / d if d else None
+
         return {
             "runs": int(tok.size),
             "savings_percent": float((1 - tok.sum() / full.sum()) * 100),
             "recall": hit / needed if needed else 1.0,
-            "rare_recall": rh / rn if rn else None,
+            "rare_recall": ratio(self.rare_hit, self.rare_needed),
+            "critical_cheap_recall": ratio(self.cheap_hit, self.cheap_needed),
+            "critical_expensive_recall": ratio(self.dear_hit, self.dear_needed),
             "avg_tokens": float(tok.mean()),
             "excess_tokens_per_run": float((tok - orc).mean()),
             "misses_per_run": misses / max(tok.size, 1),
             "regret_per_run": float(((tok - orc).sum() + miss_penalty * misses) / max(tok.size, 1)),
+            "select_p50_us": float(np.median(self.select_ns[sl]) / 1e3) if self.select_ns else None,
         }
 
+    def inclusion(self, arm_id: str, window: tuple[int, int], tasks: set[int] | None) -> float:
+        """Share of selected (non-baseline) runs in `window` that included `arm_id`, counting
+        only runs of `tasks` when given."""
+        inc = self.tracked[arm_id]
+        hits = n = 0
+        for i in range(*window):
+            skip = tasks is not None and self.task[i] not in tasks
+            if i >= len(inc) or self.baseline[i] or skip:
+                continue
+            n += 1
+            hits += inc[i]
+        return hits / n if n else float("nan")
 
-Chooser = Callable[[int, int, np.ndarray], np.ndarray]  # (run, task, needed) -> included mask
-Learner = Callable[[int, int, np.ndarray, np.ndarray], None]
+
+class Learner(Protocol):
+    """A strategy: choose the arms for a run, then learn from what the run referenced."""
+
+    def choose(self, run: int, task: int) -> np.ndarray: ...
+
+    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None: ...
+
+
+def shrunk(
+    a0: np.ndarray, b0: np.ndarray, st: dict[str, tuple[Any, Any]], kappa: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Context posterior: the global posterior's mean as a prior of strength kappa."""
+    (cs, gs), (cf, gf), (cpw, gpw) = st["s"], st["f"], st["pw"]
+    ga, gb = a0 * gpw + gs, b0 * gpw + gf
+    mu_g = ga / (ga + gb)
+    k = kappa * cpw
+    return k * mu_g + cs, k * (1.0 - mu_g) + cf
 
 
 class PlauditPolicy:
-    """plaudit's policy with in-memory posteriors: the same arithmetic as the store's
-    projection (prior + discounted evidence, contexts shrunk towards global)."""
+    """plaudit's policy with in-memory evidence: the same `policy` and `evidence` arithmetic
+    as the store's projection (prior + evidence, contexts shrunk towards global)."""
 
     def __init__(self, sc: Scenario, cfg: BanditConfig, rng: np.random.Generator) -> None:
         self.sc, self.cfg, self.rng = sc, cfg, rng
@@ -235,56 +283,78 @@ class PlauditPolicy:
         prior = np.array([cfg.prior(i, k) for i, k in zip(sc.ids, kinds, strict=True)])
         self.a0, self.b0 = prior[:, 0], prior[:, 1]
         t = len(sc.task_types)
-        self.gs, self.gf = np.zeros(sc.n), np.zeros(sc.n)
-        self.cs, self.cf = np.zeros((t, sc.n)), np.zeros((t, sc.n))
+        self.st = evidence.fresh((t + 1, sc.n))  # row t is the global scope
         self.pulls = np.zeros(sc.n, dtype=np.int64)
         self.protected = np.array([cfg.is_protected(i) for i in sc.ids])
         self.rate = cfg.rate_for(sc.n)
-        self.thresholds = cfg.thresholds(sc.tokens)
-        self.decay = 0.5 ** (1 / cfg.half_life_runs) if cfg.half_life_runs else 1.0
+        self.half_life = cfg.half_life_runs
+        self.index = 0
+        self.last = np.zeros((t + 1, sc.n))
+        self.drift = cfg.drift_settings()
+        self.last_baseline = False
+        self.last_p: np.ndarray | None = None
+
+    def _aged(self, row: int) -> dict[str, Any]:
+        """One scope's state with the optional half-life applied lazily, as the store does."""
+        out = {k: v[row] for k, v in self.st.items()}
+        if self.half_life:
+            d = 0.5 ** ((self.index - self.last[row]) / self.half_life)
+            out["s"], out["f"] = out["s"] * d, out["f"] * d
+        return out
 
     def posterior(self, task: int) -> tuple[np.ndarray, np.ndarray]:
-        total = self.gs + self.gf
-        w = np.where(
-            total > 0,
-            np.minimum(1.0, self.cfg.context_pseudo_count / np.maximum(total, 1e-12)),
-            0.0,
-        )
-        return self.a0 + self.cs[task] + w * self.gs, self.b0 + self.cf[task] + w * self.gf
+        c, g = self._aged(task), self._aged(-1)
+        st = {k: (c[k], g[k]) for k in c}
+        return shrunk(self.a0, self.b0, st, self.cfg.context_pseudo_count)
 
-    def choose(self, run: int, task: int, needed: np.ndarray) -> np.ndarray:
+    def choose(self, run: int, task: int) -> np.ndarray:
         a, b = self.posterior(task)
-        inp = policy.PolicyInput(
-            alpha=a,
-            beta=b,
-            tokens=self.sc.tokens,
-            protected=self.protected,
-            underexplored=self.pulls < self.cfg.min_pulls,
-            budget=self.sc.budget,
-            threshold=self.thresholds,
+        inp = policy.from_config(
+            self.cfg,
+            a,
+            b,
+            self.sc.tokens,
+            self.protected,
+            self.pulls < self.cfg.min_pulls,
+            self.sc.budget,
         )
-        if self.rng.random() < self.rate:
-            return policy.baseline(inp)
-        return policy.select(inp, self.rng)[0]
+        self.last_baseline = bool(self.rng.random() < self.rate)
+        if self.last_baseline:
+            chosen = policy.baseline(inp, self.rng)
+            fits = int(self.sc.tokens.sum()) <= self.sc.budget
+            self.last_p = np.ones(self.sc.n) if fits else None
+            return chosen
+        plan = policy.plan(inp)
+        self.last_p = plan.propensities
+        return policy.draw(plan, self.rng)
+
+    def candidate(self, cfg: BanditConfig, task: int) -> np.ndarray:
+        """Inclusion probabilities of another configuration on the current posteriors."""
+        a, b = self.posterior(task)
+        inp = policy.from_config(
+            cfg, a, b, self.sc.tokens, self.protected, self.pulls < cfg.min_pulls, self.sc.budget
+        )
+        return policy.plan(inp).propensities
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
-        d = self.decay
-        if d != 1.0:  # every observation ages all evidence, as the projection does lazily
-            self.gs *= d
-            self.gf *= d
-            self.cs *= d
-            self.cf *= d
-        r = referenced[included].astype(float)
-        self.gs[included] += r
-        self.gf[included] += 1 - r
-        self.cs[task, included] += r
-        self.cf[task, included] += 1 - r
-        self.pulls[included] += 1
+        idx = np.flatnonzero(included)
+        r = referenced[idx].astype(float)
+        self.index += 1
+        for row in (task, -1):
+            cur = {k: v[row, idx] for k, v in self.st.items()}
+            d = 1.0
+            if self.half_life:
+                d = 0.5 ** ((self.index - self.last[row, idx]) / self.half_life)
+            new = evidence.update(cur, r, self.drift, d)
+            for k, v in new.items():
+                self.st[k][row, idx] = v
+            self.last[row, idx] = self.index
+        self.pulls[idx] += 1
 
 
 class OriginalPolicy:
     """The seed's original: greedy Thompson sampling into the budget, one global posterior,
-    no threshold, no contexts, the same priors and baseline rate."""
+    no threshold, no contexts, the same priors and a 10% baseline rate."""
 
     def __init__(self, sc: Scenario, rng: np.random.Generator, baseline_rate: float = 0.10):
         self.sc, self.rng, self.rate = sc, rng, baseline_rate
@@ -292,21 +362,15 @@ class OriginalPolicy:
             [KIND_PRIORS["learned" if i.startswith("file:") else "curated"] for i in sc.ids]
         )
         self.a, self.b = prior[:, 0].copy(), prior[:, 1].copy()
+        self.last_baseline = False
 
-    def choose(self, run: int, task: int, needed: np.ndarray) -> np.ndarray:
-        n = self.sc.n
-        inp = policy.PolicyInput(
-            alpha=self.a,
-            beta=self.b,
-            tokens=self.sc.tokens,
-            protected=np.zeros(n, bool),
-            underexplored=np.zeros(n, bool),
-            budget=self.sc.budget,
-            threshold=0.0,
-        )
-        if self.rng.random() < self.rate:
-            return policy.baseline(inp)
-        return policy.select(inp, self.rng)[0]
+    def choose(self, run: int, task: int) -> np.ndarray:
+        self.last_baseline = bool(self.rng.random() < self.rate)
+        if self.last_baseline:
+            order = np.arange(self.sc.n)
+        else:
+            order = np.argsort(-self.rng.beta(self.a, self.b), kind="stable")
+        return _greedy(order, self.sc.tokens, self.sc.budget)
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
         r = referenced[included].astype(float)
@@ -314,41 +378,90 @@ class OriginalPolicy:
         self.b[included] += 1 - r
 
 
+def _greedy(order: np.ndarray, tokens: np.ndarray, budget: int) -> np.ndarray:
+    chosen = np.zeros(tokens.shape[0], dtype=bool)
+    left = budget
+    for i in order:
+        if tokens[i] <= left:
+            chosen[i] = True
+            left -= int(tokens[i])
+    return chosen
+
+
+class OptimumPolicy:
+    """The stationary optimum: knows each arm's true need probability per task type (before
+    drift) and includes exactly the arms whose expected miss cost reaches their tokens."""
+
+    def __init__(self, sc: Scenario, cfg: BanditConfig) -> None:
+        self.sc = sc
+        miss = cfg.miss_cost(int(sc.tokens.sum()), sc.budget)
+        self.bar = policy.bars(sc.tokens, miss, cfg.threshold)
+        self.last_baseline = False
+
+    def choose(self, run: int, task: int) -> np.ndarray:
+        p = self.sc.need_at(run)[task]
+        want = p >= self.bar
+        key = np.where(want, p / np.maximum(self.bar, 1e-12), -1.0)
+        return want & _greedy(np.argsort(-key), np.where(want, self.sc.tokens, 0), self.sc.budget)
+
+    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
+        return None
+
+
 def simulate(
     sc: Scenario,
-    strategy: str,
+    strategy: str | Callable[[Scenario, np.random.Generator], Learner],
     runs: int = 2000,
     *,
     seed: int = 0,
     config: BanditConfig | None = None,
     contexts: bool = True,
+    timed: bool = False,
 ) -> Metrics:
-    """Run one strategy: "full", "original", "plaudit" or "oracle". The task stream and the
-    needs depend only on `seed`, so every strategy faces the same workload. `contexts=False`
-    hides the task type from plaudit (one global posterior), for ablation."""
+    """Run one strategy: "full", "original", "plaudit", "optimum", "oracle", or a factory
+    `(scenario, rng) -> Learner` (the benchmark's peers). The task stream and the needs depend
+    only on `seed`, so every strategy faces the same workload. `contexts=False` hides the task
+    type from the learner (one global posterior), for ablation."""
     world = np.random.default_rng(seed)
     agent = np.random.default_rng(seed + 1_000_003)
-    rare = np.array([r == "rare-critical" for r in sc.roles])
+    roles = np.array(sc.roles)
+    rare = np.isin(roles, ("rare-critical", "critical-cheap", "critical-expensive"))
+    cheap, dear = roles == "critical-cheap", roles == "critical-expensive"
+    tracked = [i for i, r in enumerate(sc.roles) if r in ("retired", "new-central", "drift")]
     learner: Any = None
-    if strategy == "plaudit":
+    if callable(strategy):
+        learner = strategy(sc, agent)
+    elif strategy == "plaudit":
         learner = PlauditPolicy(sc, config or default_config(sc), agent)
     elif strategy == "original":
         learner = OriginalPolicy(sc, agent)
+    elif strategy == "optimum":
+        learner = OptimumPolicy(sc, config or default_config(sc))
     elif strategy not in ("full", "oracle"):
         raise ValueError(f"unknown strategy {strategy!r}")
-    m = Metrics()
+    m = Metrics(tracked={sc.ids[i]: [] for i in tracked})
     full_tokens = int(sc.tokens.sum())
+    probs = sc.task_probs
     for run in range(runs):
-        task = int(world.integers(len(sc.task_types)))
+        task = (
+            int(world.choice(len(sc.task_types), p=probs))
+            if probs is not None
+            else int(world.integers(len(sc.task_types)))
+        )
         needed = world.random(sc.n) < sc.need_at(run)[task]
+        is_base = False
         if strategy == "full":
             included = np.ones(sc.n, dtype=bool)
         elif strategy == "oracle":
             included = needed.copy()
         else:
-            label = task if contexts or strategy != "plaudit" else 0
-            included = learner.choose(run, label, needed)
-            learner.learn(run, label, included, needed)
+            label = task if contexts else 0
+            t0 = time.perf_counter_ns()
+            included = learner.choose(run, label)
+            if timed:
+                m.select_ns.append(time.perf_counter_ns() - t0)
+            is_base = bool(getattr(learner, "last_baseline", False))
+            learner.learn(run, label, included, needed & included)
         m.tokens.append(int(sc.tokens[included].sum()))
         m.oracle_tokens.append(int(sc.tokens[needed].sum()))
         m.full_tokens.append(full_tokens)
@@ -356,7 +469,55 @@ def simulate(
         m.hit.append(int((needed & included).sum()))
         m.rare_needed.append(int((needed & rare).sum()))
         m.rare_hit.append(int((needed & included & rare).sum()))
+        m.cheap_needed.append(int((needed & cheap).sum()))
+        m.cheap_hit.append(int((needed & included & cheap).sum()))
+        m.dear_needed.append(int((needed & dear).sum()))
+        m.dear_hit.append(int((needed & included & dear).sum()))
+        m.task.append(task)
+        m.baseline.append(is_base)
+        for i in tracked:
+            m.tracked[sc.ids[i]].append(bool(included[i]))
     return m
+
+
+def logged_runs(
+    sc: Scenario,
+    runs: int,
+    *,
+    seed: int = 0,
+    config: BanditConfig | None = None,
+    split: int | None = None,
+) -> tuple[PlauditPolicy, list[Any], np.ndarray]:
+    """Run plaudit and keep what its log would hold for evaluation: per run the task, the
+    included arms, their rewards and logged propensities; plus the hidden needs (runs x arms)
+    that off-policy estimates are checked against. With `split`, the learner returned is a
+    copy frozen at that run and only the runs from `split` on are returned, so a candidate
+    built on those posteriors is evaluated on runs it has not learned from."""
+    import copy
+
+    from plaudit.bandit.evaluate import LoggedRun
+
+    world = np.random.default_rng(seed)
+    learner = PlauditPolicy(sc, config or default_config(sc), np.random.default_rng(seed + 7))
+    logged: list[Any] = []
+    needs = []
+    total = int(sc.tokens.sum())
+    frozen = learner
+    for run in range(runs):
+        if run == split:
+            frozen = copy.deepcopy(learner)
+        task = int(world.integers(len(sc.task_types)))
+        needed = world.random(sc.n) < sc.need_at(run)[task]
+        included = learner.choose(run, task)
+        learner.learn(run, task, included, needed & included)
+        if learner.last_p is None or (split is not None and run < split):
+            continue
+        idx = np.flatnonzero(included)
+        logged.append(
+            LoggedRun(task, idx, needed[idx].astype(np.int64), learner.last_p[idx], total)
+        )
+        needs.append(needed)
+    return frozen, logged, np.array(needs)
 
 
 def default_config(sc: Scenario | None = None) -> BanditConfig:

@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
-from plaudit.context.arms import ARM_TYPES, parse_arm_id
+from plaudit.bandit.arms import ARM_TYPES, parse_arm_id
 from plaudit.errors import ValidationError
 
 #: Beta(alpha, beta) priors by kind; curated components start optimistic (mean 0.75).
-KIND_PRIORS: dict[str, tuple[float, float]] = {"curated": (3.0, 1.0), "learned": (1.0, 1.0)}
+KIND_PRIORS: dict[str, tuple[float, float]] = {"curated": (0.75, 0.25), "learned": (0.5, 0.5)}
 
 
 class BanditConfig(msgspec.Struct, kw_only=True):
@@ -21,16 +21,34 @@ class BanditConfig(msgspec.Struct, kw_only=True):
 
     #: Arms (ids or fnmatch globs such as "tool:*:WebSearch") never excluded.
     protected: list[str] = msgspec.field(default_factory=list)
-    #: Thompson samples below this are left out even when everything fits the budget.
+    #: The highest bar an arm's posterior mean usefulness must reach to be in the core.
     threshold: float = 0.2
-    #: What leaving out a needed arm costs, in tokens (a retry, a worse answer). An arm is kept
-    #: when sampled usefulness x miss_cost_tokens >= its own tokens, so cheap arms that are
-    #: rarely needed but critical survive; `threshold` still caps the bar. None disables it.
-    miss_cost_tokens: float | None = 15000.0
+    #: What leaving out a needed arm costs, in tokens. An arm is in the core when its mean
+    #: usefulness x miss_cost >= its own tokens. "auto": a retry with the full prompt, i.e. the
+    #: considered inventory's tokens (at most the budget). None: the flat `threshold` for all.
+    miss_cost_tokens: float | str | None = "auto"
+    #: Exploration: every arm outside the core is drawn with the posterior chance that it is
+    #: worth its bar, kept within [explore_floor, explore_max]; the floor keeps propensities > 0.
+    explore_floor: float = 0.01
+    explore_max: float = 0.5
+    #: When the budget binds, this share of it is kept for `explore_slots` exploration slots.
+    explore_share: float = 0.1
+    explore_slots: int = 8
+    #: The core takes an arm when mean + optimism x posterior sd reaches its bar: arms near
+    #: their bar stay in (and keep being observed) until the evidence clears them.
+    optimism: float = 1.0
+    #: Change detection ("detect", CUSUM per scope and arm) or "off" (nothing is forgotten
+    #: unless a half-life is set).
+    drift: str = "detect"
+    #: CUSUM alarm level (log-likelihood ratio); higher = fewer false alarms, slower reaction.
+    drift_threshold: float = 6.0
+    #: After a detected change, the prior counts are scaled by this, so new data leads.
+    drift_reset_prior_weight: float = 0.2
     #: Arms with fewer global pulls are always included (still subject to the budget).
     min_pulls: int = 5
-    #: Probability of a baseline (full-prompt) run; "auto" picks by inventory size.
-    baseline_rate: float | str = 0.10
+    #: Probability of a baseline (full-prompt) run; "auto" picks by inventory size. Learning
+    #: does not need them (exploration does that), they measure observed usage and latency.
+    baseline_rate: float | str = 0.01
     #: "active" selects and learns; "passive" includes everything and learns nothing.
     phase: str = "active"
     #: Evidence halves every this many observations (log order); None = no discount.
@@ -40,12 +58,12 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: Whether a run observed with an error updates posteriors.
     update_on_error: bool = False
     #: A context borrows at most this many pseudo-observations from the global posterior.
-    context_pseudo_count: float = 10.0
+    context_pseudo_count: float = 2.0
     #: Priors by arm type, e.g. {"file": [1, 1]}, overriding the kind default.
     type_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
     #: Priors by arm id or glob, the most specific override.
     arm_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
-    #: Monte-Carlo draws used to estimate each arm's inclusion probability for a run.
+    #: Unused since propensities are exact; accepted so that older logs still replay.
     propensity_samples: int = 256
 
     def to_dict(self) -> dict[str, Any]:
@@ -67,14 +85,20 @@ class BanditConfig(msgspec.Struct, kw_only=True):
             return float(a), float(b)
         return KIND_PRIORS[kind]
 
-    def thresholds(self, tokens: Any) -> Any:
-        """Per-arm exclusion bars: min(threshold, tokens / miss_cost_tokens)."""
-        import numpy as np
+    def miss_cost(self, inventory_tokens: int, budget: int) -> float | None:
+        """The token cost of missing a needed arm for one run ("auto": a full-prompt retry)."""
+        if self.miss_cost_tokens == "auto":
+            return float(max(1, min(inventory_tokens, budget)))
+        return None if self.miss_cost_tokens is None else float(self.miss_cost_tokens)
 
-        t = np.asarray(tokens, dtype=np.float64)
-        if not self.miss_cost_tokens:
-            return np.full(t.shape, self.threshold)
-        return np.minimum(self.threshold, t / self.miss_cost_tokens)
+    def drift_settings(self) -> Any:
+        from plaudit.bandit.evidence import DriftSettings
+
+        return DriftSettings(
+            enabled=self.drift == "detect",
+            threshold=self.drift_threshold,
+            reset_prior_weight=self.drift_reset_prior_weight,
+        )
 
     def rate_for(self, n_arms: int) -> float:
         """The baseline probability; "auto" follows the seed: 20% / 10% / 5% by inventory."""
@@ -155,7 +179,23 @@ def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
                 raise ValidationError(key, f"must be true or false, got {value!r}")
             out[key] = value
         elif key == "miss_cost_tokens":
-            out[key] = None if value is None else float(_number(key, value, 1.0, 1e12))
+            out[key] = value if value in (None, "auto") else float(_number(key, value, 1.0, 1e12))
+        elif key in ("explore_floor", "explore_max"):
+            out[key] = float(_number(key, value, 1e-6, 1.0))
+        elif key == "explore_share":
+            out[key] = float(_number(key, value, 0.0, 0.9))
+        elif key == "optimism":
+            out[key] = float(_number(key, value, 0.0, 10.0))
+        elif key == "explore_slots":
+            out[key] = int(_number(key, value, 1, 1000, integer=True))
+        elif key == "drift":
+            if value not in ("detect", "off"):
+                raise ValidationError(key, f"must be 'detect' or 'off', got {value!r}")
+            out[key] = value
+        elif key == "drift_threshold":
+            out[key] = float(_number(key, value, 0.5, 1000.0))
+        elif key == "drift_reset_prior_weight":
+            out[key] = float(_number(key, value, 0.0, 1.0))
         elif key == "context_pseudo_count":
             out[key] = float(_number(key, value, 0.0, 1e9))
         elif key == "type_priors":
@@ -168,7 +208,12 @@ def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def merged(base: BanditConfig, changes: Mapping[str, Any]) -> BanditConfig:
-    return msgspec.convert({**base.to_dict(), **validate_changes(changes)}, BanditConfig)
+    new = msgspec.convert({**base.to_dict(), **validate_changes(changes)}, BanditConfig)
+    if new.explore_floor > new.explore_max:
+        raise ValidationError(
+            "explore_floor", f"{new.explore_floor} is above explore_max {new.explore_max}"
+        )
+    return new
 
 
 def from_dict(data: Mapping[str, Any]) -> BanditConfig:

@@ -98,8 +98,13 @@ def _word_re(word: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=4096)
 def _path_re(path: str) -> re.Pattern[str]:
-    # A file name must not be the tail of a longer name: "a.py" is not in "data.py".
-    return re.compile(r"(?<![A-Za-z0-9_.\-])" + re.escape(path) + r"(?![A-Za-z0-9_\-])")
+    # A whole path component, in any case: "a.py" is not in "data.py", "README.md" is not in
+    # "README.md.bak", "README.mdx" or "notREADME.md", and "readme.md" is "README.md". A
+    # sentence's full stop after the name still counts ("see README.md.").
+    return re.compile(
+        r"(?<![A-Za-z0-9_.\-])" + re.escape(path) + r"(?![A-Za-z0-9_\-]|\.[A-Za-z0-9_])",
+        re.IGNORECASE,
+    )
 
 
 def tool_call_names(tool_calls: Sequence[Mapping[str, Any]]) -> set[str]:

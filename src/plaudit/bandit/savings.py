@@ -50,12 +50,29 @@ def ratio_ci(
     return pct, pct - half, pct + half
 
 
+def sum_ratio_ci(
+    used: np.ndarray, base: np.ndarray, z: float = _Z95
+) -> tuple[float | None, float | None, float | None]:
+    """savings% = (1 - sum(used) / sum(base)) * 100 over paired runs, with the delta-method
+    interval of a ratio of sums: Var(R) ~ Var(used - R base) / (n mean(base)^2)."""
+    if used.size == 0 or float(base.sum()) <= 0:
+        return None, None, None
+    r = float(used.sum() / base.sum())
+    pct = (1.0 - r) * 100.0
+    if used.size < 2:
+        return pct, None, None
+    resid = used - r * base
+    se = math.sqrt(float(resid.var(ddof=1)) / used.size) / float(base.mean())
+    return pct, pct - z * se * 100.0, pct + z * se * 100.0
+
+
 def _avg(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if len(values) else None
 
 
 def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
-    """`rows`: (seq, ts_ms, is_baseline, tokens, observed, duration_ms, error), log order."""
+    """`rows`: (seq, ts_ms, is_baseline, tokens, observed, duration_ms, error, prompt tokens,
+    counterfactual tokens, inventory tokens, budget), in log order."""
     base_tok: list[float] = []
     sel_tok: list[float] = []
     dur: dict[bool, list[float]] = {True: [], False: []}
@@ -63,7 +80,16 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     history: list[dict[str, Any]] = []
     sums = {True: 0.0, False: 0.0}
     counts = {True: 0, False: 0}
-    for i, (_seq, ts_ms, is_base, tokens, observed, duration, error) in enumerate(rows, 1):
+    used_p: list[float] = []
+    counter: list[float] = []
+    inventory: list[float] = []
+    binding = False
+    for i, row in enumerate(rows, 1):
+        _seq, ts_ms, is_base, tokens, observed, duration, error = row[:7]
+        used_p.append(float(row[7]))
+        counter.append(float(row[8]))
+        inventory.append(float(row[9]))
+        binding |= int(row[9]) > int(row[10])
         b = bool(is_base)
         (base_tok if b else sel_tok).append(float(tokens))
         sums[b] += float(tokens)
@@ -81,11 +107,21 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
             }
         )
     pct, lo, hi = ratio_ci(np.asarray(base_tok), np.asarray(sel_tok))
+    net, net_lo, net_hi = ratio_ci(np.asarray(base_tok), np.asarray(base_tok + sel_tok))
+    prompt, p_lo, p_hi = sum_ratio_ci(np.asarray(used_p), np.asarray(counter))
     return {
         "token_savings_percent": pct,
         "ci_low": lo,
         "ci_high": hi,
         "ci_level": 0.95,
+        "net_savings_percent": net,
+        "net_ci_low": net_lo,
+        "net_ci_high": net_hi,
+        "prompt_savings_percent": prompt,
+        "prompt_ci_low": p_lo,
+        "prompt_ci_high": p_hi,
+        "inventory_savings_percent": sum_ratio_ci(np.asarray(used_p), np.asarray(inventory))[0],
+        "counterfactual": "random-order fill up to the budget" if binding else "the full inventory",
         "baseline_runs": len(base_tok),
         "selected_runs": len(sel_tok),
         "baseline_avg_tokens": _avg(base_tok),

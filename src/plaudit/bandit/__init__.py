@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plaudit.context.arms import ARM_TYPES, Arm, coerce_arms, parse_arm_id
-from plaudit.context.config import BanditConfig
-from plaudit.context.results import ArmStats, Observation, Selection
+from plaudit.bandit.arms import ARM_TYPES, Arm, coerce_arms, parse_arm_id
+from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.results import ArmStats, Observation, Selection
 
 if TYPE_CHECKING:
-    from plaudit.context.bandit import Bandit
+    from plaudit.bandit.api import Bandit
 
 
 def __getattr__(name: str) -> Any:
     if name == "Bandit":
-        from plaudit.context.bandit import Bandit
+        from plaudit.bandit.api import Bandit
 
         return Bandit
-    raise AttributeError(f"module 'plaudit.context' has no attribute {name!r}")
+    raise AttributeError(f"module 'plaudit.bandit' has no attribute {name!r}")
 
 
 __all__ = [

@@ -1,10 +1,10 @@
 """The `bandit` projection: arms, config, runs and posteriors folded from `plaudit.bandit.*`
 events inside the append transaction, so concurrent observers never lose an update.
 
-Posterior rows hold *evidence* (discounted success and failure counts), not alpha/beta: the
-prior is added when reading, so changing a prior applies to past evidence too. Discounting
-counts time in observations (log order) and in event-time days, never the wall clock, so a
-rebuild reproduces the same numbers.
+Posterior rows hold *evidence* (success and failure counts, and the change detectors' state of
+`evidence.py`), not alpha/beta: the prior is added when reading, so changing a prior applies to
+past evidence too. Optional discounting counts time in observations (log order) and in
+event-time days, never the wall clock, so a rebuild reproduces the same numbers.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
+import numpy as np
 
-from plaudit.context import config as cfgmod
-from plaudit.context.arms import coerce_arms
+from plaudit.bandit import config as cfgmod
+from plaudit.bandit import evidence
+from plaudit.bandit.arms import coerce_arms
 from plaudit.errors import ValidationError
 from plaudit.events import StoredEvent
 from plaudit.store.backend import Tx
@@ -24,6 +26,7 @@ PREFIX = "plaudit.bandit."
 ARMS_V1 = "plaudit.bandit.arms.v1"
 CONFIG_V1 = "plaudit.bandit.config.v1"
 RUN_V1 = "plaudit.bandit.run.v1"
+RUN_V2 = "plaudit.bandit.run.v2"
 OBSERVATION_V1 = "plaudit.bandit.observation.v1"
 
 GLOBAL = ""  # the scope of the global posterior; contexts use their label
@@ -50,6 +53,19 @@ class _RunPayload(msgspec.Struct):
     arms: list[_ArmRecord]
     budget: int
     used_tokens: int
+    context: str | None = None
+    is_baseline: bool = False
+    phase: str = "active"
+
+
+class _RunPayloadV2(msgspec.Struct):
+    included: list[str]
+    p: list[float]
+    budget: int
+    used_tokens: int
+    inventory_tokens: int
+    baseline_tokens: int
+    considered: int
     context: str | None = None
     is_baseline: bool = False
     phase: str = "active"
@@ -83,7 +99,7 @@ def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
 
 class BanditProjection:
     name = "bandit"
-    version = 1
+    version = 2
     prefixes = (PREFIX,)
     tables = (
         "bandit_config",
@@ -115,7 +131,8 @@ class BanditProjection:
                 "budget {bigint} NOT NULL, used_tokens {bigint} NOT NULL, "
                 "considered_tokens {bigint} NOT NULL, included TEXT NOT NULL, "
                 "observed INTEGER NOT NULL DEFAULT 0, obs_ts_ms {bigint}, usage_tokens {bigint}, "
-                "duration_ms {double}, error TEXT, updated INTEGER NOT NULL DEFAULT 0)"
+                "duration_ms {double}, error TEXT, updated INTEGER NOT NULL DEFAULT 0, "
+                "baseline_tokens {bigint})"
             )
         )
         tx.execute("CREATE INDEX IF NOT EXISTS bandit_runs_seq ON bandit_runs (seq)")
@@ -124,8 +141,13 @@ class BanditProjection:
                 "CREATE TABLE IF NOT EXISTS bandit_posteriors (scope TEXT NOT NULL, "
                 "arm_id TEXT NOT NULL, s {double} NOT NULL, f {double} NOT NULL, "
                 "pulls {bigint} NOT NULL, hits {bigint} NOT NULL, last_index {bigint} NOT NULL, "
-                "last_ts {bigint} NOT NULL, PRIMARY KEY (scope, arm_id))"
+                "last_ts {bigint} NOT NULL, gu {double} NOT NULL, su {double} NOT NULL, "
+                "fu {double} NOT NULL, gd {double} NOT NULL, sd {double} NOT NULL, "
+                "fd {double} NOT NULL, pw {double} NOT NULL, PRIMARY KEY (scope, arm_id))"
             )
+        )
+        tx.execute(
+            "CREATE INDEX IF NOT EXISTS bandit_posteriors_changed ON bandit_posteriors (last_index)"
         )
         tx.execute(
             tx.ddl(
@@ -138,12 +160,13 @@ class BanditProjection:
         tx.execute(
             tx.ddl(
                 "CREATE TABLE IF NOT EXISTS bandit_meta (one INTEGER PRIMARY KEY, "
-                "obs_index {bigint} NOT NULL, last_ts {bigint} NOT NULL)"
+                "obs_index {bigint} NOT NULL, last_ts {bigint} NOT NULL, "
+                "arms_seq {bigint} NOT NULL, config_seq {bigint} NOT NULL)"
             )
         )
         tx.execute(
-            "INSERT INTO bandit_meta (one, obs_index, last_ts) VALUES (1, 0, 0) "
-            "ON CONFLICT (one) DO NOTHING"
+            "INSERT INTO bandit_meta (one, obs_index, last_ts, arms_seq, config_seq) "
+            "VALUES (1, 0, 0, 0, 0) ON CONFLICT (one) DO NOTHING"
         )
 
     # -- folding --------------------------------------------------------------------------
@@ -156,6 +179,8 @@ class BanditProjection:
                 self._arms(tx, ev)
             elif ev.type == RUN_V1:
                 self._run(tx, ev)
+            elif ev.type == RUN_V2:
+                self._run_v2(tx, ev)
             elif ev.type == OBSERVATION_V1:
                 self._observation(tx, ev, cfg)
             # other plaudit.bandit.* types are left to future versions
@@ -167,6 +192,7 @@ class BanditProjection:
             "DO UPDATE SET body = excluded.body, seq = excluded.seq",
             (msgspec.json.encode(new.to_dict()).decode(), ev.seq),
         )
+        tx.execute("UPDATE bandit_meta SET config_seq = ? WHERE one = 1", (ev.seq,))
         return new
 
     def _arms(self, tx: Tx, ev: StoredEvent) -> None:
@@ -177,6 +203,7 @@ class BanditProjection:
             " kind = excluded.kind, seq = excluded.seq",
             [(a.id, a.tokens, a.content, a.effective_kind, ev.seq) for a in arms],
         )
+        tx.execute("UPDATE bandit_meta SET arms_seq = ? WHERE one = 1", (ev.seq,))
 
     def _run(self, tx: Tx, ev: StoredEvent) -> None:
         p = _decode(ev, _RunPayload)
@@ -199,6 +226,30 @@ class BanditProjection:
             ),
         )
 
+    def _run_v2(self, tx: Tx, ev: StoredEvent) -> None:
+        p = _decode(ev, _RunPayloadV2)
+        if len(p.p) != len(p.included):
+            raise ValidationError("p", "must hold one propensity per included arm", where=ev.id)
+        tx.execute(
+            "INSERT INTO bandit_runs (run_id, seq, ts_ms, session_id, context, is_baseline, "
+            "phase, budget, used_tokens, considered_tokens, included, baseline_tokens) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+            (
+                ev.id,
+                ev.seq,
+                ev.ts_ms,
+                ev.session_id,
+                p.context,
+                1 if p.is_baseline else 0,
+                p.phase,
+                p.budget,
+                p.used_tokens,
+                p.inventory_tokens,
+                msgspec.json.encode(p.included).decode(),
+                p.baseline_tokens,
+            ),
+        )
+
     def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
         p = _decode(ev, _ObservationPayload)
         rewards = p.rewards
@@ -215,41 +266,65 @@ class BanditProjection:
             return
         scopes = [GLOBAL] if not p.context else [GLOBAL, p.context]
         arm_ids = sorted(rewards)
-        current: dict[tuple[str, str], tuple[float, float, int, int, int, int]] = {}
+        current: dict[tuple[str, str], tuple[Any, ...]] = {}
+        smarks = ",".join("?" * len(scopes))
         for chunk_start in range(0, len(arm_ids), 400):
             chunk = arm_ids[chunk_start : chunk_start + 400]
             marks = ",".join("?" * len(chunk))
-            smarks = ",".join("?" * len(scopes))
             for row in tx.fetchall(
-                "SELECT scope, arm_id, s, f, pulls, hits, last_index, last_ts FROM "
-                f"bandit_posteriors WHERE scope IN ({smarks}) AND arm_id IN ({marks})",
+                f"SELECT scope, arm_id, {_STATE_COLS} FROM bandit_posteriors "
+                f"WHERE scope IN ({smarks}) AND arm_id IN ({marks})",
                 [*scopes, *chunk],
             ):
-                current[(row[0], row[1])] = tuple(row[2:])  # type: ignore[assignment]
-        rows = []
-        hist = []
-        for scope in scopes:
-            for arm_id in arm_ids:
-                r = 1.0 if rewards[arm_id] else 0.0
-                s, f, pulls, hits, li, lt = current.get(
-                    (scope, arm_id), (0.0, 0.0, 0, 0, index, now)
-                )
-                d = decay_factor(cfg, index - int(li), now - int(lt))
-                s, f = float(s) * d + r, float(f) * d + (1.0 - r)
-                rows.append((scope, arm_id, s, f, int(pulls) + 1, int(hits) + int(r), index, now))
-                hist.append((index, ev.ts_ms, scope, arm_id, s, f))
+                current[(row[0], row[1])] = tuple(row[2:])
+        keys = [(scope, arm_id) for scope in scopes for arm_id in arm_ids]
+        fresh = (0.0, 0.0, 0, 0, index, now, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+        old = np.array([current.get(k, fresh) for k in keys], dtype=np.float64)
+        r = np.array([1.0 if rewards[a] else 0.0 for _, a in keys])
+        if cfg.half_life_runs or cfg.half_life_days:
+            decay: Any = np.array(
+                [decay_factor(cfg, index - li, now - lt) for li, lt in old[:, 4:6].tolist()]
+            )
+        else:
+            decay = 1.0
+        st = {"s": old[:, 0], "f": old[:, 1]}
+        st.update({k: old[:, 6 + i] for i, k in enumerate(evidence.FIELDS[2:])})
+        new = evidence.update(st, r, cfg.drift_settings(), decay)
+        pulls = old[:, 2].astype(np.int64) + 1
+        hits = old[:, 3].astype(np.int64) + r.astype(np.int64)
+        n = len(keys)
+        rows = list(
+            zip(
+                [k[0] for k in keys],
+                [k[1] for k in keys],
+                new["s"].tolist(),
+                new["f"].tolist(),
+                pulls.tolist(),
+                hits.tolist(),
+                [index] * n,
+                [now] * n,
+                *(new[k].tolist() for k in evidence.FIELDS[2:]),
+                strict=True,
+            )
+        )
         tx.executemany(
-            "INSERT INTO bandit_posteriors (scope, arm_id, s, f, pulls, hits, last_index, last_ts)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, arm_id) DO UPDATE SET "
-            "s = excluded.s, f = excluded.f, pulls = excluded.pulls, hits = excluded.hits, "
-            "last_index = excluded.last_index, last_ts = excluded.last_ts",
+            "INSERT INTO bandit_posteriors (scope, arm_id, s, f, pulls, hits, last_index, "
+            "last_ts, gu, su, fu, gd, sd, fd, pw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?) ON CONFLICT (scope, arm_id) DO UPDATE SET s = excluded.s, f = excluded.f, "
+            "pulls = excluded.pulls, hits = excluded.hits, last_index = excluded.last_index, "
+            "last_ts = excluded.last_ts, gu = excluded.gu, su = excluded.su, fu = excluded.fu, "
+            "gd = excluded.gd, sd = excluded.sd, fd = excluded.fd, pw = excluded.pw",
             rows,
         )
         tx.executemany(
             "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            hist,
+            [(index, ev.ts_ms, row[0], row[1], row[2], row[3]) for row in rows],
         )
+
+
+#: The per-row state after (scope, arm_id), in the order `_observation` reads it.
+_STATE_COLS = "s, f, pulls, hits, last_index, last_ts, gu, su, fu, gd, sd, fd, pw"
 
 
 def load_config(tx: Tx) -> cfgmod.BanditConfig:

@@ -1,0 +1,268 @@
+"""Off-policy evaluation: what a candidate configuration would save and recall, estimated from
+runs the current policy logged, with no new runs.
+
+The candidate's inclusion probability pi for every arm comes from its own plan on the current
+posteriors (a deterministic function, so its prompt tokens are known exactly). What cannot be
+known directly is which arms each logged run *needed*: a need is seen only when the logged run
+included the arm, which happened with the logged propensity p > 0. Per run and arm, with l the
+inclusion indicator and y the reward (referenced or not):
+
+* IPS:    needed ~ l y / p                  (unbiased; variance grows with 1/p)
+* SNIPS:  per context and arm, the need rate sum(l y / p) / sum(l / p), the same for each run
+          (self-normalised: bounded, slightly biased)
+* DR:     needed ~ m + l (y - m) / p        (m: the posterior mean as a model; unbiased when
+          either p or m is right, and lower variance when m is good)
+
+Recall = sum of pi x needed / sum of needed over runs; misses per run follow. Intervals come
+from a Poisson bootstrap over runs (each run weighted by a Poisson(1) draw), which applies to
+all three estimators alike, including the ratio and SNIPS's normalisation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ESTIMATORS = ("ips", "snips", "dr")
+
+
+@dataclass(frozen=True)
+class LoggedRun:
+    """One logged run: its context key, included arm indices, rewards and propensities."""
+
+    context: Any
+    included: np.ndarray  # int indices into the inventory
+    reward: np.ndarray  # 0/1, aligned with `included`
+    propensity: np.ndarray  # > 0, aligned with `included`
+    inventory_tokens: int
+
+
+class _Prepared:
+    """Everything the estimators need as flat arrays, so each bootstrap resample is a handful
+    of weighted sums instead of a loop over runs."""
+
+    def __init__(
+        self,
+        runs: Sequence[LoggedRun],
+        pi: Mapping[Any, np.ndarray],
+        model: Mapping[Any, np.ndarray],
+    ) -> None:
+        contexts = list(dict.fromkeys(r.context for r in runs))
+        offset, start = {}, 0
+        for c in contexts:
+            offset[c] = start
+            start += pi[c].size
+        self.pi_flat = np.concatenate([pi[c] for c in contexts])
+        self.ctx_of_key = np.concatenate(
+            [np.full(pi[c].size, i, dtype=np.int64) for i, c in enumerate(contexts)]
+        )
+        self.ctx_of_run = np.array([contexts.index(r.context) for r in runs], dtype=np.int64)
+        self.n_ctx = len(contexts)
+        n = len(runs)
+        self.ips = np.zeros((n, 2))
+        self.dr = np.zeros((n, 2))
+        dm = {c: (float(np.dot(pi[c], model[c])), float(model[c].sum())) for c in contexts}
+        run_idx, key_idx, yv, iv = [], [], [], []
+        for r, run in enumerate(runs):
+            p_c, m_c = pi[run.context], model[run.context]
+            inv = 1.0 / run.propensity
+            y = run.reward.astype(np.float64)
+            pic = p_c[run.included]
+            self.ips[r] = (float(np.dot(pic, y * inv)), float(np.dot(y, inv)))
+            resid = (y - m_c[run.included]) * inv
+            hit0, need0 = dm[run.context]
+            self.dr[r] = (hit0 + float(np.dot(pic, resid)), need0 + float(resid.sum()))
+            run_idx.append(np.full(run.included.size, r, dtype=np.int64))
+            key_idx.append(offset[run.context] + run.included)
+            yv.append(y * inv)
+            iv.append(inv)
+        self.run_idx = np.concatenate(run_idx) if run_idx else np.zeros(0, dtype=np.int64)
+        self.key_idx = np.concatenate(key_idx) if key_idx else np.zeros(0, dtype=np.int64)
+        self.yv = np.concatenate(yv) if yv else np.zeros(0)
+        self.iv = np.concatenate(iv) if iv else np.zeros(0)
+
+    def point(self, w: np.ndarray) -> dict[str, tuple[float, float]]:
+        """(sum of pi x needed, sum of needed) per estimator, with run weights `w`."""
+        k = self.pi_flat.size
+        wt = w[self.run_idx]
+        num = np.bincount(self.key_idx, weights=wt * self.yv, minlength=k)
+        den = np.bincount(self.key_idx, weights=wt * self.iv, minlength=k)
+        rate = np.divide(num, den, out=np.zeros(k), where=den > 0)
+        n_c = np.bincount(self.ctx_of_run, weights=w, minlength=self.n_ctx)[self.ctx_of_key]
+        ips, dr = w @ self.ips, w @ self.dr
+        return {
+            "ips": (float(ips[0]), float(ips[1])),
+            "snips": (float(np.dot(n_c * self.pi_flat, rate)), float(np.dot(n_c, rate))),
+            "dr": (float(dr[0]), float(dr[1])),
+        }
+
+
+def estimate(
+    runs: Sequence[LoggedRun],
+    pi: Mapping[Any, np.ndarray],
+    model: Mapping[Any, np.ndarray],
+    tokens: Mapping[Any, np.ndarray],
+    *,
+    miss_cost: float | None = None,
+    level: float = 0.95,
+    resamples: int = 300,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Savings and recall of the candidate `pi` over `runs`, by each estimator, with intervals.
+
+    `pi`, `model` and `tokens` map each context key to per-arm arrays of the inventory."""
+    n = len(runs)
+    if n == 0:
+        raise ValueError("no logged runs to evaluate")
+    inv_tokens = float(sum(r.inventory_tokens for r in runs))
+    cand_tokens = float(sum(float(np.dot(pi[r.context], tokens[r.context])) for r in runs))
+    prep = _Prepared(runs, pi, model)
+    point = prep.point(np.ones(n))
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
+    boot_miss: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
+    for _ in range(resamples):
+        w = rng.poisson(1.0, n).astype(np.float64)
+        if w.sum() == 0:
+            continue
+        res = prep.point(w)
+        for k, (hit, need) in res.items():
+            if need > 0:
+                boots[k].append(hit / need)
+            boot_miss[k].append((need - hit) / w.sum())
+    tail = (1.0 - level) / 2.0
+    out: dict[str, Any] = {
+        "runs": n,
+        "level": level,
+        "prompt_tokens_per_run": cand_tokens / n,
+        "savings_percent": (1.0 - cand_tokens / inv_tokens) * 100.0 if inv_tokens else None,
+    }
+    for k in ESTIMATORS:
+        hit, need = point[k]
+        recall = hit / need if need > 0 else None
+        lo, hi = (
+            (float(np.quantile(boots[k], tail)), float(np.quantile(boots[k], 1 - tail)))
+            if len(boots[k]) >= 20
+            else (None, None)
+        )
+        misses = (need - hit) / n
+        mlo, mhi = (
+            float(np.quantile(boot_miss[k], tail)),
+            float(np.quantile(boot_miss[k], 1 - tail)),
+        )
+
+        def clip(x: float | None, top: float = 1.0) -> float | None:
+            # DR can step outside the range a recall or a count can take; report it inside
+            return None if x is None else min(max(x, 0.0), top)
+
+        entry: dict[str, Any] = {
+            "recall": clip(recall),
+            "recall_ci": [clip(lo), clip(hi)],
+            "misses_per_run": clip(misses, float("inf")),
+            "misses_per_run_ci": [clip(mlo, float("inf")), clip(mhi, float("inf"))],
+        }
+        if miss_cost:
+            # net of what the misses cost: each one a retry of miss_cost tokens
+            net = 1.0 - (cand_tokens / n + miss_cost * max(misses, 0.0)) / (inv_tokens / n)
+            entry["net_savings_percent"] = net * 100.0
+        out[k] = entry
+    return out
+
+
+def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) -> dict[str, Any]:
+    """Evaluate the settings `changes` (merged into the current ones) on the store's log.
+
+    The log is split in two halves by run order. Posteriors are replayed in memory from the
+    first half's observations (the same `evidence` arithmetic as the projection); the
+    candidate and the current policy are both planned on them, and both are estimated on the
+    second half's selected runs, whose outcomes those posteriors have not seen. Reusing the
+    outcomes a candidate learned from would bias every estimator upwards."""
+    from plaudit.bandit import config as cfgmod
+    from plaudit.bandit import evidence, policy
+    from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2
+
+    cfg = bandit.config
+    candidate = cfgmod.merged(cfg, changes)
+    arms = bandit.arms()
+    ids = [a.id for a in arms]
+    pos = {a: i for i, a in enumerate(ids)}
+    tokens = np.array([a.tokens for a in arms], dtype=np.float64)
+    kinds = [a.effective_kind for a in arms]
+    prior = np.array([cfg.prior(i, k) for i, k in zip(ids, kinds, strict=True)]).reshape(-1, 2)
+    runs: dict[str, Any] = {}
+    observations: list[Any] = []
+    for ev in bandit.p.log.replay(types=[RUN_V2, OBSERVATION_V1]):
+        if ev.type == RUN_V2:
+            runs[ev.id] = ev.payload
+        elif ev.payload.get("updates"):
+            observations.append(ev)
+    observations = [o for o in observations if o.payload["run_id"] in runs]
+    if len(observations) < 20:
+        raise ValueError(f"only {len(observations)} observed runs: evaluation needs at least 20")
+    half = len(observations) // 2
+    n = len(ids)
+    state: dict[str, dict[str, np.ndarray]] = {}
+    drift = cfg.drift_settings()
+
+    def scope(name: str) -> dict[str, np.ndarray]:
+        if name not in state:
+            state[name] = evidence.fresh(n)
+        return state[name]
+
+    for ev in observations[:half]:
+        rewards = ev.payload["rewards"]
+        idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
+        r = np.array([rewards[a] for a in rewards if a in pos], dtype=np.float64)
+        for name in ("", ev.payload.get("context") or ""):
+            st = scope(name)
+            new = evidence.update({k: v[idx] for k, v in st.items()}, r, drift)
+            for k, v in new.items():
+                st[k][idx] = v
+            if not ev.payload.get("context"):
+                break
+
+    def posterior(context: str | None) -> tuple[np.ndarray, np.ndarray]:
+        g = scope("")
+        ga, gb = prior[:, 0] * g["pw"] + g["s"], prior[:, 1] * g["pw"] + g["f"]
+        if not context:
+            return ga, gb
+        c = scope(context)
+        mu = ga / (ga + gb)
+        k = cfg.context_pseudo_count * c["pw"]
+        return k * mu + c["s"], k * (1 - mu) + c["f"]
+
+    protected = np.array([candidate.is_protected(i) for i in ids], dtype=bool)
+    pulls = scope("")["s"] + scope("")["f"]
+    pi: dict[Any, np.ndarray] = {}
+    current: dict[Any, np.ndarray] = {}
+    model: dict[Any, np.ndarray] = {}
+    logged: list[LoggedRun] = []
+    for ev in observations[half:]:
+        run = runs[ev.payload["run_id"]]
+        if run.get("is_baseline") and run["inventory_tokens"] > run["budget"]:
+            continue  # a random-order fill of a binding budget has no exact propensity
+        key = (run.get("context"), run["budget"])
+        if key not in pi:
+            a, b = posterior(key[0])
+            model[key] = a / (a + b)
+            t = tokens.astype(np.int64)
+            for c, target in ((candidate, pi), (cfg, current)):
+                inp = policy.from_config(c, a, b, t, protected, pulls < c.min_pulls, key[1])
+                target[key] = policy.plan(inp).propensities
+        inc = [(pos[a], p) for a, p in zip(run["included"], run["p"], strict=True) if a in pos]
+        idx = np.array([i for i, _ in inc], dtype=np.int64)
+        rewards = ev.payload["rewards"]
+        y = np.array([rewards.get(ids[i], 0) for i in idx], dtype=np.int64)
+        prop = np.array([p for _, p in inc], dtype=np.float64)
+        logged.append(LoggedRun(key, idx, y, prop, int(run["inventory_tokens"])))
+    toks = {k: tokens for k in pi}
+    miss = candidate.miss_cost(int(tokens.sum()), max(k[1] for k in pi))
+    return {
+        "changes": dict(changes),
+        "train_runs": half,
+        "candidate": estimate(logged, pi, model, toks, miss_cost=miss, level=level),
+        "current": estimate(logged, current, model, toks, miss_cost=miss, level=level),
+    }

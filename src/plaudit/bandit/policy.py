@@ -1,0 +1,249 @@
+"""The selection policy as pure numpy: no store, no clock, so it is fast, seedable and shared by
+the library, the simulator and the benchmarks.
+
+It thinks in expected cost. Leaving out an arm that the run needs costs `miss_cost` tokens (a
+retry, a worse answer); including it costs its own tokens. So an arm earns its place when its
+posterior mean usefulness mu reaches its bar, `tokens / miss_cost` (capped by `threshold`).
+
+A run is drawn in two parts, which keeps every inclusion probability exact and cheap:
+
+* the **core**: protected arms, underexplored arms (when the inventory fits the budget), and
+  every arm whose mu + optimism x sd reaches its bar, in that order of priority, then by
+  mu / bar (expected saving per token) when the budget binds; the core is a deterministic
+  function of the posteriors, so its arms have probability 1;
+* **exploration**: each other arm is drawn with a probability e that we choose: the expected
+  miss cost that leaving it out risks, per token it costs (E[(theta - bar)+] / bar under a
+  normal approximation of the posterior), plus `explore_floor`, at most `explore_max`. When
+  everything fits the budget the draws are independent coins, so P(in) = e exactly. When the
+  budget binds, `explore_share` of it is kept for up to `explore_slots` slots (each big enough
+  for most candidates); each slot picks one arm that fits it with probability
+  q = e / max(1, sum e), so P(in) = 1 - (1 - q)^slots exactly.
+
+Every arm that can be included therefore has a logged propensity above zero, which is what
+inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from plaudit.bandit.config import BanditConfig
+
+FloatArr = NDArray[np.float64]
+BoolArr = NDArray[np.bool_]
+IntArr = NDArray[np.int64]
+
+#: Sort-key offsets: protected before underexplored before the rest (whose key is mu / bar).
+_PROTECTED = 1e12
+_UNDEREXPLORED = 1e9
+#: The logistic curve that approximates the standard normal CDF to within 0.01.
+_LOGISTIC_SCALE = 1.702
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """Everything the policy needs, as aligned arrays (one entry per considered arm)."""
+
+    alpha: FloatArr
+    beta: FloatArr
+    tokens: IntArr
+    protected: BoolArr
+    underexplored: BoolArr
+    budget: int
+    bar: FloatArr  # per arm: min(threshold, tokens / miss_cost)
+    explore_floor: float = 0.01
+    explore_max: float = 0.5
+    explore_share: float = 0.1
+    explore_slots: int = 8
+    optimism: float = 0.0  # the core takes arms whose mu + optimism * sd reaches the bar
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The deterministic half of a selection, and the exact inclusion probabilities."""
+
+    core: BoolArr
+    explore: FloatArr  # per-arm exploration probability e (0 for core arms)
+    binding: bool
+    slot_tokens: int
+    slot_q: FloatArr  # per-arm probability that one slot picks it (binding only)
+    slots: int
+
+    @property
+    def propensities(self) -> FloatArr:
+        """P(arm is included) for every arm: 1 in the core, else its exploration chance."""
+        p = 1.0 - (1.0 - self.slot_q) ** self.slots if self.binding else self.explore
+        return np.where(self.core, 1.0, p)
+
+
+def bars(tokens: IntArr, miss_cost: float | None, threshold: float) -> FloatArr:
+    """Per-arm bars: the usefulness at which an arm's expected miss cost equals its tokens."""
+    t = np.asarray(tokens, dtype=np.float64)
+    if not miss_cost:
+        return np.full(t.shape, threshold)
+    return np.minimum(threshold, t / float(miss_cost))
+
+
+def _fill(order: IntArr, tokens: IntArr, budget: int) -> BoolArr:
+    """Arms in `order` greedily into `budget`, skipping any that no longer fit (smaller ones
+    after it may still fit)."""
+    chosen = np.zeros(tokens.shape[0], dtype=bool)
+    if order.size == 0:
+        return chosen
+    costs = tokens[order]
+    remaining = int(budget)
+    cand = order
+    while cand.size:
+        csum = np.cumsum(costs)
+        k = int(np.searchsorted(csum, remaining, side="right"))
+        chosen[cand[:k]] = True
+        if k:
+            remaining -= int(csum[k - 1])
+        cand, costs = cand[k + 1 :], costs[k + 1 :]  # cand[k] does not fit
+        keep = costs <= remaining
+        cand, costs = cand[keep], costs[keep]
+    return chosen
+
+
+def excess_ratio(mu: FloatArr, sd: FloatArr, bar: FloatArr) -> FloatArr:
+    """E[(theta - bar)+] / bar under a normal approximation of the posterior: the expected
+    miss cost avoided by including the arm, per token it costs. It shrinks as evidence that
+    the arm is below its bar accumulates, so exploration fades where it has nothing to find."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sd > 0, (mu - bar) / sd, np.where(mu >= bar, 50.0, -50.0))
+    z = np.clip(z, -50.0, 50.0)
+    cdf = 1.0 / (1.0 + np.exp(-_LOGISTIC_SCALE * z))
+    pdf = np.exp(-0.5 * z * z) * 0.3989422804014327
+    gain = np.maximum(sd * (pdf + z * cdf), 0.0)
+    return np.where(bar > 0, gain / np.maximum(bar, 1e-12), 1.0)
+
+
+def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
+    """`_fill` of `cand` by decreasing key (ties in index order). With many candidates only
+    the head that can matter is sorted: at most room / (smallest cost) arms fit; the tail is
+    sorted and filled only if the head leaves room for one of its arms."""
+    k = cand.size
+    costs = tokens[cand]
+    positive = costs[costs > 0]
+    head = k if positive.size == 0 else min(k, room // int(positive.min()) + 1)
+    if head >= k or k < 2048:
+        return _fill(cand[np.argsort(-key[cand], kind="stable")], tokens, room)
+    part = np.argpartition(-key[cand], head)
+    top, rest = cand[part[:head]], cand[part[head:]]
+    chosen = _fill(top[np.lexsort((top, -key[top]))], tokens, room)
+    left = room - int(tokens[chosen].sum())
+    if rest.size and left >= int(tokens[rest].min()):
+        chosen |= _fill(rest[np.lexsort((rest, -key[rest]))], tokens, left)
+    return chosen
+
+
+def plan(inp: PolicyInput) -> Plan:
+    """The core and the exploration probabilities for one run."""
+    a, b = inp.alpha, inp.beta
+    n = a.shape[0]
+    total = a + b
+    mu = a / total
+    sd = np.sqrt(a * b / (total * total * (total + 1.0)))
+    tokens = inp.tokens
+    binding = int(tokens.sum()) > inp.budget
+    # Trying every arm min_pulls times is a sensible start only when the inventory fits; a
+    # binding budget explores through the slots instead.
+    fresh = inp.underexplored & (not binding)
+    want = inp.protected | fresh | (mu + inp.optimism * sd >= inp.bar)
+    want_tokens = int(tokens[want].sum())
+    # When the inventory overflows the budget, `explore_share` of it is kept for exploration.
+    room = int(inp.budget * (1.0 - inp.explore_share)) if binding else inp.budget
+    if want_tokens <= room:
+        core = want
+    else:
+        # protected always, then underexplored, then the best expected saving per token
+        key = mu / np.maximum(inp.bar, 1e-12)
+        key = key + _UNDEREXPLORED * fresh + _PROTECTED * inp.protected
+        prot = inp.protected
+        left = max(room - int(tokens[prot].sum()), 0)
+        cand = np.flatnonzero(want & ~prot).astype(np.int64)
+        core = prot | _fill_best(cand, key, tokens, left)
+    e = np.minimum(inp.explore_floor + excess_ratio(mu, sd, inp.bar), inp.explore_max)
+    e = np.where(core, 0.0, e)
+    if not binding:
+        return Plan(core, e, False, 0, np.zeros(n), 0)
+    remaining = max(inp.budget - int(tokens[core].sum()), 0)
+    # Slots big enough for most candidates (their 80th percentile), at most explore_slots.
+    cand = tokens[~core]
+    typical = int(np.quantile(cand, 0.8)) if cand.size else 0
+    slot_tokens = min(remaining, max(remaining // max(int(inp.explore_slots), 1), typical))
+    slots = max(1, remaining // slot_tokens) if slot_tokens > 0 else 1
+    fits = (~core) & (tokens <= slot_tokens)
+    w = np.where(fits, e, 0.0)
+    q = w / max(1.0, float(w.sum()))
+    return Plan(core, e, True, int(slot_tokens), q, slots)
+
+
+def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
+    """One selection from a plan."""
+    chosen = p.core.copy()
+    if not p.binding:
+        chosen |= rng.random(chosen.shape[0]) < p.explore
+        return chosen
+    total = float(p.slot_q.sum())
+    if total <= 0.0:
+        return chosen
+    # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
+    probs = np.append(p.slot_q, max(0.0, 1.0 - total))
+    picks = rng.choice(probs.shape[0], size=p.slots, p=probs / probs.sum())
+    picks = picks[picks < chosen.shape[0]]
+    chosen[picks] = True
+    return chosen
+
+
+def select(inp: PolicyInput, rng: np.random.Generator) -> tuple[BoolArr, FloatArr]:
+    """One selection; returns (included mask, each arm's exact inclusion probability)."""
+    p = plan(inp)
+    return draw(p, rng), p.propensities
+
+
+def baseline(inp: PolicyInput, rng: np.random.Generator | None = None) -> BoolArr:
+    """The counterfactual full prompt: every arm when the inventory fits the budget. When it
+    does not, protected arms and then the others in a random order (inventory order without
+    an `rng`), each added if it still fits: an unbiased stand-in for "everything" that
+    favours no arm."""
+    n = inp.tokens.shape[0]
+    if int(inp.tokens.sum()) <= inp.budget:
+        return np.ones(n, dtype=bool)
+    free = np.flatnonzero(~inp.protected).astype(np.int64)
+    if rng is not None:
+        free = rng.permutation(free)
+    room = inp.budget - int(inp.tokens[inp.protected].sum())
+    return inp.protected | _fill(free, inp.tokens, max(room, 0))
+
+
+def from_config(
+    cfg: BanditConfig,
+    alpha: FloatArr,
+    beta: FloatArr,
+    tokens: IntArr,
+    protected: BoolArr,
+    underexplored: BoolArr,
+    budget: int,
+) -> PolicyInput:
+    """The policy input for one run under `cfg` (the miss cost depends on the inventory)."""
+    miss = cfg.miss_cost(int(tokens.sum()), budget)
+    return PolicyInput(
+        alpha=alpha,
+        beta=beta,
+        tokens=tokens,
+        protected=protected,
+        underexplored=underexplored,
+        budget=budget,
+        bar=bars(tokens, miss, cfg.threshold),
+        explore_floor=cfg.explore_floor,
+        explore_max=cfg.explore_max,
+        explore_share=cfg.explore_share,
+        explore_slots=cfg.explore_slots,
+        optimism=cfg.optimism,
+    )
