@@ -156,8 +156,7 @@ class Bandit:
         """Add or update arms (token cost, content, kind). Unchanged arms write nothing."""
         arms = coerce_arms(arms)
         self._ensure()
-        with self.p.log.writer() as w:
-            self._register_in(w, arms)
+        self.p.log.run(lambda w: self._register_in(w, arms))
         return arms
 
     def _register_in(self, w: Any, arms: list[Arm]) -> None:
@@ -267,10 +266,14 @@ class Bandit:
         }
         if explicit is not None:
             payload["arms"] = [[a.id, a.tokens] for a in explicit]
-        with self.p.log.writer() as w:
+
+        def write(w: Any) -> None:
             if explicit is not None:
                 self._register_in(w, explicit)
             w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
+
+        # Group-committed: a served store's concurrent selects and observes share one commit.
+        self.p.log.run(write)
         return Selection(
             run_id=run_id,
             included=included_ids,
@@ -322,7 +325,8 @@ class Bandit:
             + msgspec.json.encode(calls, order="sorted")
         ).hexdigest()
         self._ensure()
-        with self.p.log.writer() as w:
+
+        def write(w: Any) -> tuple[dict[str, int], bool, str]:
             row = w.tx.fetchone(
                 "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
                 (run_id,),
@@ -364,16 +368,19 @@ class Bandit:
                     oid, f"run {run_id!r} was already observed with a different outcome"
                 ) from None
             if res.status == "present":
-                stored = self.p.log.get(oid)
+                stored = w.get(oid)
                 if stored is not None:
                     rewards = stored.payload["rewards"]
                     updates = stored.payload["updates"]
+            return rewards, bool(updates), res.status
+
+        rewards, updates, status = self.p.log.run(write)
         return Observation(
             run_id=run_id,
             rewards=rewards,
             referenced=[a for a, r in rewards.items() if r],
-            updated=bool(updates),
-            status=res.status,
+            updated=updates,
+            status=status,
         )
 
     # -- reading -----------------------------------------------------------------------
