@@ -130,10 +130,15 @@ def test_import_always_lands_on_the_file_total(
     path = d / "progress.json"
     path.write_text(json.dumps(doc))
     with Plaudit.open(d / "p.db") as p:
-        p.ledger.import_progress(path)
+        # the running totals are all 0, so the file is inconsistent unless accepted
+        p.ledger.import_progress(path, accept_inconsistent=True)
         s = p.ledger.score()
         assert s["total_score"] == total
         assert s["rewards_total"] + s["penalties_total"] == total
+        b = p.ledger.breakdown()
+        assert sum(b["rewards"].values()) == s["rewards_total"]
+        assert sum(b["penalties"].values()) == s["penalties_total"]
         assert p.ledger.verify()["ok"]
-        p.ledger.import_progress(path)  # idempotent
+        again = p.ledger.import_progress(path, accept_inconsistent=True)  # idempotent
+        assert again["changed"] is False
         assert p.ledger.score()["total_score"] == total
