@@ -113,6 +113,23 @@ def recover(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
     """Repair what can be repaired from the log, record an incident only for a repair that
     happened, and lift the halt once nothing remains; otherwise say exactly what remains."""
     outcome = log_verified(p)
+    if not outcome.ok and log_kind(outcome) == "log_extra":  # this store takes no write at all
+        kind = log_kind(outcome)
+        return {
+            "projection_rebuilt": False,
+            "incident_recorded": False,
+            "whole": False,
+            "halted": True,
+            "resumed": False,
+            "remaining": [
+                {
+                    "kind": kind,
+                    "reason": f"the log fails verification at position {outcome.first_bad}: "
+                    f"{outcome.reason}",
+                    "next": way_forward(kind),
+                }
+            ],
+        }
     result = replay_projection(p, outcome.first_bad)
     with p.log.writer() as w:
         head_seq, _ = w.head()
@@ -133,14 +150,11 @@ def recover(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
         if halted and not remaining:
             events.append(make_event(et.RESUME, {"after": "recover"}, source="plaudit.ledger"))
             resumed = True
-        if events and outcome.first_bad != outcome.length + 1:
+        if events:
             w.append_batch(events)
-        elif events:  # rows beyond the head: this store can take no append
-            resumed = False
     return {
         **result,
-        "incident_recorded": bool(result["projection_rebuilt"])
-        and outcome.first_bad != outcome.length + 1,
+        "incident_recorded": bool(result["projection_rebuilt"]),
         "whole": not remaining,
         "halted": halted and not resumed,
         "resumed": resumed,

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 FORMAT = "plaudit.backup.v1"
+_RECHAIN_HINT = (
+    "; a backup of a damaged log goes into a new store with "
+    "`plaudit --db NEW ledger restore --rechain FILE`"
+)
 _CHUNK = 5000
 
 
@@ -101,14 +105,15 @@ def _read_lines(path: Path, *, strict: bool = True) -> tuple[BackupHeader, list[
             if strict and line.seq != len(lines) + 1:
                 raise ValidationError(
                     f"line {no}",
-                    f"position {line.seq} where {len(lines) + 1} was expected",
+                    f"position {line.seq} where {len(lines) + 1} was expected{_RECHAIN_HINT}",
                     where=where,
                 )
             lines.append(line)
     if strict and len(lines) != header.length:
         raise ValidationError(
             "file",
-            f"holds {len(lines)} events but its header says {header.length} (truncated?)",
+            f"holds {len(lines)} events but its header says {header.length} (truncated, or "
+            f"taken from a damaged log){_RECHAIN_HINT}",
             where=where,
         )
     return header, lines
@@ -125,6 +130,18 @@ def restore(p: Plaudit, path: str | os.PathLike[str], *, rechain: bool = False) 
     file = Path(path)
     header, lines = _read_lines(file)
     where = str(file)
+    if p.log.head().length:
+        from plaudit.ledger.integrity import log_verified
+
+        outcome = log_verified(p)
+        if not outcome.ok:
+            raise ValidationError(
+                "store",
+                f"its log fails verification at position {outcome.first_bad}, so nothing "
+                "restored into it could verify; restore into a new store instead "
+                "(`plaudit --db NEW ledger restore FILE`)",
+                where=where,
+            )
     with p.log.writer() as w:
         head_seq, _ = w.head()
         if head_seq > len(lines):

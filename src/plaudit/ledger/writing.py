@@ -140,7 +140,13 @@ class LedgerWriter:
                         f"the log fails verification at position {outcome.first_bad}: "
                         f"{outcome.reason}",
                         log_failure_message(outcome),
-                        {"log": to_builtins(outcome)},
+                        {
+                            "log": to_builtins(outcome),
+                            # what was acknowledged, kept in case the damage took the tail
+                            "stored": None
+                            if state is None
+                            else {"total": state["total"], "tx_count": state["tx_count"]},
+                        },
                     )
                 else:
                     chk = quick_checksum(tx, state)
