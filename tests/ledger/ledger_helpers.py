@@ -39,7 +39,7 @@ def raw_exec(p: Plaudit, sql: str, params: tuple = ()) -> None:
         tx.execute(sql, params)
 
 
-def ledger_with(p: Plaudit, tmp: Path, text: str):  # noqa: ANN201 - a Ledger
+def ledger_with(p: Plaudit, tmp: Path, text: str):
     """A ledger with a config file holding `text` (merged over the defaults)."""
     from plaudit.ledger import Ledger
 

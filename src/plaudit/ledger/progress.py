@@ -61,6 +61,7 @@ def validate_document(doc: Any, where: str) -> None:
 
 
 LEDGER = "reinforcement_learning_ledger"
+_NOT_ACTIONS = ("opening", "audit")  # entry kinds (plaudit's own export) that are not actions
 _IMPORTED_KEYS = (
     "id",
     "timestamp",
@@ -297,6 +298,17 @@ def check_consistency(
             f"{base}.metrics.actions_total",
             f"{n} is less than actions_successful {ok} + actions_failed {bad}",
         )
+    acts = [p for e, p in zip(entries, pts, strict=True) if e.get("kind") not in _NOT_ACTIONS]
+    for key, have, logged in (
+        ("actions_total", n, len(acts)),
+        ("actions_successful", ok, sum(p > 0 for p in acts)),
+        ("actions_failed", bad, sum(p < 0 for p in acts)),
+    ):
+        if have is not None and have < logged:
+            raise Inconsistent(
+                f"{base}.metrics.{key}",
+                f"{have} is less than the {logged} its own transaction_log shows",
+            )
     if brk is not None:
         i, why = brk
         raise Inconsistent(f"transaction_log[{i}].running_total", why)
@@ -453,9 +465,12 @@ def import_progress(
             openings = _openings(cfg, led, parsed, total, digest, name, first_ts)
             carry = _carry(cfg, led, parsed, total)
             if any(carry.values()):
-                if not openings:
-                    openings.append(_opening("opening_balance", 0, "carry", digest, name, first_ts))
-                openings[0].extra["carry"] = carry
+                # on the oldest transaction written here (a 0-point opening only if none is)
+                first = (openings or parsed or [None])[0]
+                if first is None:
+                    first = _opening("opening_balance", 0, "carry", digest, name, first_ts)
+                    openings.append(first)
+                first.extra["carry"] = carry
             info["carry"] = carry
             extras = _session_events(led, digest, name, state)
         if inconsistency is not None:
