@@ -81,10 +81,12 @@ def trend(tx: Tx, session: str | None, points: int = TREND_POINTS) -> list[dict[
     transaction), oldest first. Each point is one index lookup, so the cost does not grow with
     the number of transactions."""
     where, params = ("WHERE session = ?", [session]) if session is not None else ("", [])
-    bounds = tx.fetchone(f"SELECT MIN(seq), MAX(seq) FROM ledger_tx {where}", params)
-    if bounds is None or bounds[0] is None:
+    # One aggregate per query: SQLite answers a lone MIN or MAX from the index, both at once
+    # by scanning the table.
+    low = tx.scalar(f"SELECT MIN(seq) FROM ledger_tx {where}", params)
+    if low is None:
         return []
-    lo, hi = int(bounds[0]), int(bounds[1])
+    lo, hi = int(low), int(tx.scalar(f"SELECT MAX(seq) FROM ledger_tx {where}", params))
     step = max(1, math.ceil((hi - lo) / max(1, points - 1)))
     targets = sorted({*range(lo, hi, step), hi})
     cond = "session = ? AND seq <= ?" if session is not None else "seq <= ?"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,51 +171,63 @@ def _when(record: dict[str, Any], field: str | None) -> int | None:
     return int(dt.timestamp() * 1000)
 
 
-def recover_missing(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict[str, Any]:
-    """Missing transactions: for every record the ledger holds too little for, a `recovery`
-    transaction for the difference, in the record's own category, dated by the record."""
-    created: list[dict[str, Any]] = []
+def _book(
+    cfg: LedgerConfig,
+    writer: LedgerWriter,
+    statuses: tuple[str, ...],
+    pending: Callable[[Tx, dict[str, Any]], Pending],
+    incident: str,
+) -> list[Any]:
+    """One transaction per mismatched record of the given statuses, with one incident listing
+    them, in one atomic write."""
+    listed: list[dict[str, Any]] = []
 
     def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-        rec = reconcile_rows(tx, cfg)
         pendings = []
-        for m in rec["mismatches"]:
-            if m["status"] != "missing":
-                continue
-            record = lookup(tx, m["kind"], m["key"]) or {}
-            diff = int(m["difference"])
-            cat = recovery_category(cfg, m["kind"], record, diff)
-            sk = cfg.sources.get(m["kind"])
-            spec = system_spec(
-                cat,
-                diff,
-                f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
-                f"the ledger held {m['ledger']}",
-                source=(m["kind"], m["key"]),
-                ts_ms=_when(record, sk.date_field if sk is not None else None),
-            )
-            spec = type(spec)(**{**spec.__dict__, "type": cfg.categories[cat].type})
-            pendings.append(
-                Pending(
-                    spec,
-                    kind="recovery",
-                    id=f"recovery:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
-                    verified=True,
-                )
-            )
-            created.append({**m, "category": cat})
+        for m in reconcile_rows(tx, cfg)["mismatches"]:
+            if m["status"] in statuses:
+                pendings.append(pending(tx, m))
+                listed.append({**m, "category": pendings[-1].spec.category})
         extras = []
         if pendings:
             extras.append(
                 make_event(
                     et.INCIDENT,
-                    {"kind": "missing_transaction", "recovered": created[:_LISTED]},
+                    {"kind": incident, "records": listed[:_LISTED]},
                     source="plaudit.ledger",
                 )
             )
         return pendings, extras
 
-    txs = writer.commit(build, force=True)
+    return writer.commit(build, force=True)
+
+
+def recover_missing(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict[str, Any]:
+    """Missing transactions: for every record the ledger holds too little for, a `recovery`
+    transaction for the difference, in the record's own category, dated by the record."""
+
+    def pending(tx: Tx, m: dict[str, Any]) -> Pending:
+        record = lookup(tx, m["kind"], m["key"]) or {}
+        diff = int(m["difference"])
+        cat = recovery_category(cfg, m["kind"], record, diff)
+        sk = cfg.sources.get(m["kind"])
+        spec = system_spec(
+            cat,
+            diff,
+            f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
+            f"the ledger held {m['ledger']}",
+            source=(m["kind"], m["key"]),
+            ts_ms=_when(record, sk.date_field if sk is not None else None),
+        )
+        spec = type(spec)(**{**spec.__dict__, "type": cfg.categories[cat].type})
+        return Pending(
+            spec,
+            kind="recovery",
+            id=f"recovery:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
+            verified=True,
+        )
+
+    txs = _book(cfg, writer, ("missing",), pending, "missing_transaction")
     return {"recovered": len(txs), "transactions": [t.to_dict() for t in txs]}
 
 
@@ -222,41 +235,21 @@ def correct_excess(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict[
     """What the ledger holds beyond a record's declaration, or for a deleted record, is
     reversed by an `audit_correction` referencing the record (the transactions themselves
     stay: the log is append-only)."""
-    corrected: list[dict[str, Any]] = []
 
-    def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-        rec = reconcile_rows(tx, cfg)
-        pendings = []
-        for m in rec["mismatches"]:
-            if m["status"] not in ("excess", "deleted"):
-                continue
-            diff = int(m["difference"])
-            spec = system_spec(
-                "audit_correction",
-                diff,
-                f"correction: {m['kind']}:{m['key']} ({m['status']}) declares "
-                f"{m['declared']}, the ledger held {m['ledger']}",
-                source=(m["kind"], m["key"]),
-            )
-            pendings.append(
-                Pending(
-                    spec,
-                    kind="audit",
-                    id=f"correction:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
-                    verified=True,
-                )
-            )
-            corrected.append(m)
-        extras = []
-        if pendings:
-            extras.append(
-                make_event(
-                    et.INCIDENT,
-                    {"kind": "reconcile_correction", "corrected": corrected[:_LISTED]},
-                    source="plaudit.ledger",
-                )
-            )
-        return pendings, extras
+    def pending(tx: Tx, m: dict[str, Any]) -> Pending:
+        spec = system_spec(
+            "audit_correction",
+            int(m["difference"]),
+            f"correction: {m['kind']}:{m['key']} ({m['status']}) declares "
+            f"{m['declared']}, the ledger held {m['ledger']}",
+            source=(m["kind"], m["key"]),
+        )
+        return Pending(
+            spec,
+            kind="audit",
+            id=f"correction:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
+            verified=True,
+        )
 
-    txs = writer.commit(build, force=True)
+    txs = _book(cfg, writer, ("excess", "deleted"), pending, "reconcile_correction")
     return {"corrected": len(txs), "transactions": [t.to_dict() for t in txs]}
