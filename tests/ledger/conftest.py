@@ -27,9 +27,11 @@ def memory_bank(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sourced(ledger: Ledger, memory_bank: Path) -> Ledger:
-    ledger.import_sources(memory_bank)
-    return ledger
+def sourced(pl: Plaudit, memory_bank: Path) -> Ledger:
+    """Sources imported; reconciliation mismatches warn (see data/warn.toml)."""
+    lg = Ledger(pl, DATA / "warn.toml")
+    lg.import_sources(memory_bank)
+    return lg
 
 
 @pytest.fixture

@@ -94,7 +94,8 @@ def test_sources_reconcile_progress_backup(cli, memory_bank: Path, tmp_path: Pat
 
 def test_import_progress_reports_opening_balance(cli) -> None:
     code, out, _ = cli("ledger", "import-progress", str(DATA / "progress.json"))
-    assert code == 0 and "opening balance +425" in out and "opening balance -155" in out
+    assert code == 0 and "opening balance +200 constitutional_compliance" in out
+    assert "opening balance -80 validation_failure" in out
     code, out, _ = cli("ledger", "score", "--json")
     assert json.loads(out)["total_score"] == 285
 

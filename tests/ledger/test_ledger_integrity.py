@@ -98,8 +98,10 @@ def test_edit_points_in_the_log_is_detected_located_and_corrected(ledger: Ledger
     assert audit["total_score"] == txs[-1].running_total
     assert audit["checksum_valid_after"]
     assert audit["log_ok_after"] is False  # the log stays honest about its broken row
-    t = ledger.record("pattern_reuse", "after audit")
-    assert t.running_total == txs[-1].running_total + 20
+    # ... so recording stays halted here, and the way forward is a new store
+    assert audit["halted"] and audit["remaining"][0]["kind"] == "log"
+    with pytest.raises(IntegrityError, match="restore --rechain"):
+        ledger.record("pattern_reuse", "after audit")
 
 
 def test_delete_transaction_from_the_log_is_located(ledger: Ledger) -> None:
@@ -170,8 +172,8 @@ def test_recover_rebuilds_a_tampered_projection(ledger: Ledger) -> None:
     assert listed[0]["detail"]["projection_rebuilt"] is True
 
 
-def test_rebuild_reproduces_identical_state(ledger: Ledger, memory_bank) -> None:
-    ledger.import_sources(memory_bank)
+def test_rebuild_reproduces_identical_state(sourced: Ledger) -> None:
+    ledger = sourced
     ledger.start_session("s")
     _fill(ledger, 9)
     ledger.record("validation_failure", "sourced", source="mistake:m-002")

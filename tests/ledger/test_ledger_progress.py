@@ -57,9 +57,18 @@ def test_export_keeps_the_newest_1000(ledger: Ledger, tmp_path: Path) -> None:
 def test_import_creates_opening_balance(ledger: Ledger) -> None:
     r = ledger.import_progress(DATA / "progress.json")
     assert r["imported"] == 2
-    opening = {o["id"].rsplit(":", 1)[1]: o["points"] for o in r["opening_balance"]}
-    # rewards 450 - 25 logged, penalties -165 - (-10) logged
-    assert opening == {"rewards": 425, "penalties": -155}
+    opening = {o["category"]: o["points"] for o in r["opening_balance"]}
+    # one per category: what by_category holds beyond the file's own two entries
+    assert opening == {
+        "constitutional_compliance": 200,
+        "successful_validation": 120,
+        "autonomous_recovery": 80,
+        "zero_duplication": 25,
+        "file_creation_violation": -10,
+        "validation_failure": -80,
+        "mcp_omission": -45,
+        "unused_variables": -20,
+    }
     s = ledger.score()
     assert s["total_score"] == 285
     assert s["lifetime_score"] == 2847
@@ -70,7 +79,8 @@ def test_import_creates_opening_balance(ledger: Ledger) -> None:
     assert txs[0].running_total == 285
     # importing the same file again changes nothing
     again = ledger.import_progress(DATA / "progress.json")
-    assert again["imported"] == 0 and again["already_present"] == 4
+    assert again["imported"] == 0 and again["already_present"] == 2
+    assert again["changed"] is False and "nothing to import" in again["message"]
     assert ledger.score()["total_score"] == 285
     assert ledger.verify()["ok"]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -130,10 +132,133 @@ def test_import_always_lands_on_the_file_total(
     path = d / "progress.json"
     path.write_text(json.dumps(doc))
     with Plaudit.open(d / "p.db") as p:
-        p.ledger.import_progress(path)
+        # the running totals are all 0, so the file is inconsistent unless accepted
+        p.ledger.import_progress(path, accept_inconsistent=True)
         s = p.ledger.score()
         assert s["total_score"] == total
         assert s["rewards_total"] + s["penalties_total"] == total
+        b = p.ledger.breakdown()
+        assert sum(b["rewards"].values()) == s["rewards_total"]
+        assert sum(b["penalties"].values()) == s["penalties_total"]
         assert p.ledger.verify()["ok"]
-        p.ledger.import_progress(path)  # idempotent
+        again = p.ledger.import_progress(path, accept_inconsistent=True)  # idempotent
+        assert again["changed"] is False
         assert p.ledger.score()["total_score"] == total
+
+
+@st.composite
+def consistent_progress(draw: st.DrawFn) -> dict:
+    """Any valid progress.json whose numbers add up: a log of typed entries, categories that
+    hold at least what the log shows, totals, session, lifetime and metrics that agree."""
+    log = draw(st.lists(entry, max_size=8))
+    rewards = {c: draw(st.integers(0, 300)) for c in draw(st.sets(st.sampled_from(REWARDS)))}
+    penalties = {c: draw(st.integers(-300, 0)) for c in draw(st.sets(st.sampled_from(PENALTIES)))}
+    for t, c, pts in log:
+        side = rewards if t == "reward" else penalties
+        side[c] = side.get(c, 0) + pts
+    earned, incurred = sum(rewards.values()), sum(penalties.values())
+    total = earned + incurred
+    s_earned, s_incurred = draw(st.integers(0, 500)), draw(st.integers(-500, 0))
+    l_earned = earned + draw(st.integers(0, 5000))
+    l_incurred = incurred - draw(st.integers(0, 5000))
+    wins = sum(p > 0 for _, _, p in log)
+    losses = sum(p < 0 for _, _, p in log)
+    actions = len(log) + draw(st.integers(0, 50))
+    ok = wins + draw(st.integers(0, actions - len(log)))
+    failed = losses + draw(st.integers(0, actions - len(log) - (ok - wins)))
+    running = total - sum(p for _, _, p in log)
+    entries = []
+    for i, (t, c, pts) in enumerate(log):  # oldest first, then listed newest first
+        running += pts
+        entries.append(
+            {
+                "id": f"tx-{1000 + i}",
+                "timestamp": f"2025-10-13T12:{i:02d}:00+05:30",
+                "type": t,
+                "category": c,
+                "points": pts,
+                "action": f"entry {i}",
+                "source_file": "mistakes.json",
+                "running_total": running,
+                "verified": draw(st.booleans()),
+            }
+        )
+    return {
+        "schema_version": "1.0.0",
+        "last_updated": "2025-10-13T12:30:00+05:30",
+        "reinforcement_learning_ledger": {
+            "total_score": total,
+            "session_score": s_earned + s_incurred,
+            "lifetime_score": l_earned + l_incurred,
+            "rewards": {
+                "total_earned": earned,
+                "session_earned": s_earned,
+                "lifetime_earned": l_earned,
+                "by_category": rewards,
+            },
+            "penalties": {
+                "total_incurred": incurred,
+                "session_incurred": s_incurred,
+                "lifetime_incurred": l_incurred,
+                "by_category": penalties,
+            },
+            "metrics": {
+                "learning_efficiency": 0,
+                "actions_total": actions,
+                "actions_successful": ok,
+                "actions_failed": failed,
+                "success_rate": 0,
+                "autonomy_level": draw(st.integers(0, 100)),
+            },
+            "checksum_validation": {
+                "calculated_total": total,
+                "stored_total": total,
+                "is_valid": True,
+            },
+        },
+        "transaction_log": entries[::-1],
+    }
+
+
+def _no_clock(doc: dict) -> dict:
+    doc = json.loads(json.dumps(doc))
+    doc.pop("last_updated", None)
+    doc["reinforcement_learning_ledger"]["checksum_validation"].pop("last_validated", None)
+    return doc
+
+
+@SETTINGS
+@given(doc=consistent_progress())
+def test_progress_round_trip(tmp_path_factory, doc: dict) -> None:
+    """Import then export keeps the totals and categories; a second import is a no-op; and a
+    second store importing that export exports the same file."""
+    d = tmp_path_factory.mktemp("rt")
+    path = d / "progress.json"
+    path.write_text(json.dumps(doc))
+    want = doc["reinforcement_learning_ledger"]
+    with Plaudit.open(d / "a.db") as p:
+        p.ledger.import_progress(path)
+        out = p.ledger.progress()
+        led = out["reinforcement_learning_ledger"]
+        for key in ("total_score", "session_score", "lifetime_score"):
+            assert led[key] == want[key]
+        for side in ("rewards", "penalties"):
+            nonzero = {c: v for c, v in want[side]["by_category"].items() if v}
+            assert led[side]["by_category"] == nonzero
+            assert (
+                sum(led[side]["by_category"].values())
+                == (led[side]["total_earned" if side == "rewards" else "total_incurred"])
+            )
+        m = led["metrics"]
+        for key in ("actions_total", "actions_successful", "actions_failed"):
+            assert m[key] == want["metrics"][key]
+        head = p.log.head()
+        assert p.ledger.import_progress(path)["changed"] is False
+        assert p.log.head() == head
+        first = d / "first.json"
+        p.ledger.export_progress(first)
+    with Plaudit.open(d / "b.db") as q:
+        q.ledger.import_progress(first)
+        second = d / "second.json"
+        q.ledger.export_progress(second)
+    assert _no_clock(json.loads(first.read_text())) == _no_clock(json.loads(second.read_text()))

@@ -89,7 +89,9 @@ def test_reconcile_and_recover_missing(sourced: Ledger) -> None:
     created = {t["source"]: t for t in rec["transactions"]}
     assert created["mistake:m-002"]["points"] == -20
     assert created["mistake:m-003"]["points"] == -15
-    assert created["mistake:m-003"]["category"] == "validation_failure"
+    # booked under the mistake's own category (mcp_omission), at its occurred_at
+    assert created["mistake:m-003"]["category"] == "mcp_omission"
+    assert created["mistake:m-003"]["timestamp"].startswith("2025-10-14T03:41:00")
     assert created["pattern:p-validate-before-commit"]["points"] == 60
     assert created["entity:pagination-cursor-fix"]["category"] == "pattern_reuse"
     assert all(t["kind"] == "recovery" and t["verified"] for t in created.values())
@@ -101,20 +103,21 @@ def test_reconcile_and_recover_missing(sourced: Ledger) -> None:
     after = sourced.reconcile()
     assert [m["status"] for m in after["mismatches"]] == ["excess"]
     incidents = [e.payload for e in sourced.p.log.replay(types=["plaudit.ledger.incident"])]
-    assert [i["kind"] for i in incidents] == ["missing_transaction"]
+    kinds = [i["kind"] for i in incidents]
+    assert "missing_transaction" in kinds and kinds.count("missing_transaction") == 1
 
 
 def test_maybe_reconcile_every_10_transactions_and_hourly(sourced: Ledger) -> None:
     assert sourced.maybe_reconcile() is None  # nothing recorded yet
-    sourced.record("pattern_reuse", "first")
-    assert sourced.maybe_reconcile(every_ms=10**12) is not None  # never reconciled before
-    for i in range(9):
-        sourced.record("pattern_reuse", f"r{i}")
-        assert sourced.maybe_reconcile(every_ms=10**12) is None
-    sourced.record("pattern_reuse", "tenth")
-    assert sourced.maybe_reconcile(every_ms=10**12) is not None
-    assert sourced.maybe_reconcile(every_ms=10**12) is None
-    sourced.record("pattern_reuse", "one more")
+    counts = []
+    for i in range(25):
+        sourced.record("zero_duplication", f"r{i}")
+        with sourced.p.backend.read() as tx:
+            counts.append(int(tx.scalar("SELECT last_reconcile_count FROM ledger_state")))
+    # the library reconciled by itself: on the first write (never before), then every 10
+    assert counts[0] == 1 and counts[9] == 1 and counts[10] == 11 and counts[20] == 21
+    assert sourced.maybe_reconcile() is None
+    sourced.record("zero_duplication", "one more")
     with sourced.p.backend.read() as tx:
         last = int(tx.scalar("SELECT last_reconcile_ms FROM ledger_state"))
     assert sourced.maybe_reconcile(now=last + 3_600_000) is not None

@@ -45,6 +45,15 @@ def ledger(ctx: click.Context, config: str | None) -> None:
     ctx.obj["ledger_config"] = config
 
 
+sources_option = click.option(
+    "--sources",
+    "sources_dir",
+    default=None,
+    type=click.Path(exists=True, file_okay=False),
+    help="Memory-bank folder to re-read first (default: the configured reconcile.sources_dir).",
+)
+
+
 def _tx_line(t: Any) -> str:
     src = t.source or "-"
     mark = "✓" if t.verified else "?"
@@ -124,6 +133,8 @@ def score(db: str | None, as_json: bool) -> None:
     else:
         state = "verified" if s["verified"] else "checksum mismatch"
     click.echo(f"transactions    {s['transactions']}  ({state})")
+    if s["next"]:
+        click.echo(f"next: {s['next']}")
 
 
 @ledger.command()
@@ -225,6 +236,8 @@ def verify(db: str | None, full: bool, as_json: bool) -> None:
                 click.echo(
                     f"first discrepancy ({side}): position {x['seq']} {x['id']}: {x['reason']}"
                 )
+        if r.get("next"):
+            click.echo(f"next: {r['next']}")
     if not r["ok"]:
         raise click.exceptions.Exit(5)
 
@@ -235,13 +248,15 @@ def verify(db: str | None, full: bool, as_json: bool) -> None:
     "--export-dir",
     default=None,
     type=click.Path(file_okay=False),
-    help="Write the audit export (a backup of the log) here.",
+    help="Write the audit export (a backup of the log, and the source files) here.",
 )
+@sources_option
 @json_option
-def audit(db: str | None, export_dir: str | None, as_json: bool) -> None:
-    """Freeze, export, recalculate, find the first discrepancy, correct, resume."""
+def audit(db: str | None, export_dir: str | None, sources_dir: str | None, as_json: bool) -> None:
+    """Freeze, export, recalculate, find the first discrepancy (in the log and against the
+    source files), correct, resume. Exits 5 when something still keeps recording halted."""
     with open_ledger(db) as lg:
-        r = lg.audit(export_dir)
+        r = lg.audit(export_dir, sources_dir=sources_dir)
     if as_json:
         echo_json(r)
         return
@@ -261,7 +276,19 @@ def audit(db: str | None, export_dir: str | None, as_json: bool) -> None:
         f"  5 correct     correction {s['correct']['correction']:+d}"
         f"{', projection rebuilt' if s['recover']['projection_rebuilt'] else ''}"
     )
-    click.echo(f"  6 resume      total {r['total_score']}")
+    src = idf.get("sources") or {}
+    if src and not src["ok"]:
+        click.echo(f"    sources     {len(src['mismatches']) + len(src['orphans'])} mismatched")
+    click.echo(f"  6 resume      total {r['total_score']}{', HALTED' if r['halted'] else ''}")
+    _remaining(r["remaining"])
+    if r["halted"]:
+        raise click.exceptions.Exit(5)
+
+
+def _remaining(items: list[dict[str, str]]) -> None:
+    for item in items:
+        click.echo(f"remaining ({item['kind']}): {item['reason']}")
+        click.echo(f"  next: {item['next']}")
 
 
 @ledger.command()
@@ -270,15 +297,29 @@ def audit(db: str | None, export_dir: str | None, as_json: bool) -> None:
     "--recover",
     "do_recover",
     is_flag=True,
-    help="Also write recovery transactions for what the ledger is missing.",
+    help="Book what the ledger is missing, under each record's own category and date.",
 )
+@click.option(
+    "--correct",
+    "do_correct",
+    is_flag=True,
+    help="Reverse what it holds in excess, or for deleted records, with audit corrections.",
+)
+@sources_option
 @json_option
-def reconcile(db: str | None, do_recover: bool, as_json: bool) -> None:
-    """Compare ledger sums per source record with what the records declare."""
+def reconcile(
+    db: str | None, do_recover: bool, do_correct: bool, sources_dir: str | None, as_json: bool
+) -> None:
+    """Compare ledger sums per source record with what the records declare (exit 1 on a
+    mismatch; in the default `halt` mode it also halts recording until a clean run)."""
     with open_ledger(db) as lg:
-        r = lg.reconcile()
+        r = lg.reconcile(sources_dir=sources_dir)
         if do_recover:
             r["recovery"] = lg.recover_missing()
+            r.update({k: r["recovery"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+        if do_correct:
+            r["correction"] = lg.correct()
+            r.update({k: r["correction"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
     if as_json:
         echo_json(r)
     else:
@@ -293,15 +334,24 @@ def reconcile(db: str | None, do_recover: bool, as_json: bool) -> None:
                 f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
                 f"ledger {m['ledger']}"
             )
+        for o in r["orphans"][:20]:
+            click.echo(f"  orphan   {o}: transactions reference a record no file holds")
         if do_recover:
             click.echo(f"recovered {r['recovery']['recovered']} transactions")
+        if do_correct:
+            click.echo(f"corrected {r['correction']['corrected']} records")
+        if not r["ok"]:
+            click.echo(("recording HALTED. " if r["halted"] else "") + "next: " + r["next"])
+    if not r["ok"]:
+        raise click.exceptions.Exit(1)
 
 
 @ledger.command()
 @db_option
 @json_option
 def recover(db: str | None, as_json: bool) -> None:
-    """After a checksum mismatch: replay from the last valid checkpoint."""
+    """Repair the stored totals from the log and lift the halt once the ledger is whole;
+    otherwise say what remains (exit 5)."""
     with open_ledger(db) as lg:
         r = lg.recover()
     if as_json:
@@ -310,8 +360,15 @@ def recover(db: str | None, as_json: bool) -> None:
         click.echo(
             f"replayed {r['replayed_transactions']} transactions from checkpoint "
             f"{r['checkpoint_seq']}: total {r['replayed_total']}"
-            f"{', projection rebuilt' if r['projection_rebuilt'] else ''}"
+            f"{', stored totals rebuilt' if r['projection_rebuilt'] else ', nothing to repair'}"
         )
+        if r["resumed"]:
+            click.echo("the ledger is whole again: recording resumed")
+        elif r["whole"]:
+            click.echo("the ledger is whole")
+        _remaining(r["remaining"])
+    if not r["whole"]:
+        raise click.exceptions.Exit(5)
 
 
 @ledger.command()
@@ -344,15 +401,25 @@ def backup(db: str | None, file: str, as_json: bool) -> None:
 @ledger.command()
 @db_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--rechain",
+    is_flag=True,
+    help="Take a backup of a damaged log into an empty store with a fresh chain.",
+)
 @json_option
-def restore(db: str | None, file: str, as_json: bool) -> None:
+def restore(db: str | None, file: str, rechain: bool, as_json: bool) -> None:
     """Restore a backup into an empty store (or one holding a prefix of it)."""
     with open_ledger(db, create=True) as lg:
-        r = lg.restore(file)
+        r = lg.restore(file, rechain=rechain)
     if as_json:
         echo_json(r)
     else:
         click.echo(f"restored {r['restored']} of {r['events']} events; head {r['head']}")
+        if rechain:
+            d = r["damage"]
+            click.echo(f"the old chain first differs at position {d['first_changed_position']}")
+        if r.get("next"):
+            click.echo(f"next: {r['next']}")
 
 
 @ledger.command("import-sources")
@@ -370,23 +437,42 @@ def import_sources(db: str | None, directory: str, as_json: bool) -> None:
             click.echo(f"{f}: {n} records")
         if r.missing:
             click.echo(f"not found: {', '.join(r.missing)}")
-        click.echo(f"{r.appended} new or changed, {r.unchanged} unchanged")
+        click.echo(
+            f"{r.appended} new or changed, {r.unchanged} unchanged, {r.removed} deleted from "
+            "their file"
+        )
 
 
 @ledger.command("import-progress")
 @db_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--accept-inconsistent",
+    is_flag=True,
+    help="Import a file whose own numbers disagree, and record an incident.",
+)
 @json_option
-def import_progress_cmd(db: str | None, file: str, as_json: bool) -> None:
-    """Import a progress.json; an opening balance covers what its log does not."""
+def import_progress_cmd(
+    db: str | None, file: str, accept_inconsistent: bool, as_json: bool
+) -> None:
+    """Import a progress.json; an opening balance per category covers what its log does not.
+    Idempotent: re-importing a file, or this ledger's own export, changes nothing."""
     with open_ledger(db, create=True) as lg:
-        r = lg.import_progress(file)
+        r = lg.import_progress(file, accept_inconsistent=accept_inconsistent)
     if as_json:
         echo_json(r)
         return
     click.echo(f"{file}: {r['imported']} imported, {r['already_present']} already present")
     for o in r["opening_balance"]:
-        click.echo(f"opening balance {o['points']:+d} ({o['status']}): the file's log omits it")
+        if o["status"] == "appended":
+            click.echo(
+                f"opening balance {o['points']:+d} {o['category']}: history the file's log omits"
+            )
+    if r.get("message"):
+        click.echo(r["message"])
+    if r["inconsistency"]:
+        i = r["inconsistency"]
+        click.echo(f"imported although inconsistent at {i['path']}: {i['reason']} (incident)")
 
 
 @ledger.command("export-progress")
@@ -453,6 +539,38 @@ def apply_rules(db: str | None, as_json: bool) -> None:
             f"scanned {r['scanned']} events, created {r['created']} transactions "
             f"({r['already_present']} already present)"
         )
+
+
+@ledger.command()
+@db_option
+@click.option(
+    "--interval",
+    type=click.FloatRange(1, 86_400),
+    default=60.0,
+    show_default=True,
+    help="Seconds between checks.",
+)
+@click.option("--once", is_flag=True, help="Run what is due now, then exit.")
+@json_option
+def watch(db: str | None, interval: float, once: bool, as_json: bool) -> None:
+    """Run the ledger's scheduled work: hourly reconciliation, backups, the daily, weekly
+    and monthly reports and the weekly audit (what `plaudit serve` also runs)."""
+    import time
+
+    with open_ledger(db) as lg:
+        while True:
+            done = lg.run_scheduled()
+            if done or once:
+                echo_json(done) if as_json else click.echo(_summary(done))
+            if once:
+                return
+            time.sleep(interval)
+
+
+def _summary(done: dict[str, Any]) -> str:
+    if not done:
+        return "nothing was due"
+    return "; ".join(f"{k}: {v}" for k, v in done.items())
 
 
 @ledger.group(cls=SuggestingGroup)

@@ -3,14 +3,18 @@ checksums, reconciliation against source records, audit and recovery (seed 003).
 
 from plaudit.ledger.api import Ledger
 from plaudit.ledger.config import LedgerConfig, load_config
+from plaudit.ledger.integrity import VerifyOutcome, log_verified
 from plaudit.ledger.models import Checksum, Transaction
-from plaudit.ledger.scheduler import start_reconcile_thread
+from plaudit.ledger.scheduler import start_reconcile_thread, start_scheduler_thread
 
 __all__ = [
     "Checksum",
     "Ledger",
     "LedgerConfig",
     "Transaction",
+    "VerifyOutcome",
     "load_config",
+    "log_verified",
     "start_reconcile_thread",
+    "start_scheduler_thread",
 ]

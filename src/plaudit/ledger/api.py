@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from plaudit.errors import IntegrityError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import now_ms, uuid7
+from plaudit.ledger import audit as _audit
 from plaudit.ledger import eventtypes as et
-from plaudit.ledger import integrity, queries, reports
+from plaudit.ledger import integrity, queries, reports, scheduler
+from plaudit.ledger import reconcile as _reconcile
 from plaudit.ledger.backup import backup as _backup
 from plaudit.ledger.backup import restore as _restore
 from plaudit.ledger.checksum import quick_checksum
@@ -22,15 +24,9 @@ from plaudit.ledger.models import Checksum, Transaction
 from plaudit.ledger.progress import build_progress, export_progress, import_progress
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.rules import build_rules
-from plaudit.ledger.scheduler import EVERY_MS, EVERY_TX, reconcile_due
-from plaudit.ledger.sources import (
-    SourceImport,
-    read_sources,
-    reconcile_rows,
-    recovery_category,
-)
+from plaudit.ledger.sources import SourceImport
 from plaudit.ledger.spec import MAX_NAME_LEN, parse_spec
-from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
+from plaudit.ledger.writing import LedgerWriter, Pending
 from plaudit.store.backend import Tx
 from plaudit.store.view import LogView
 
@@ -72,7 +68,9 @@ class Ledger:
             "ts_ms": ts_ms,
         }
         spec = parse_spec(self.config, {k: v for k, v in raw.items() if v is not None})
-        return self.writer.commit(lambda tx, state: ([Pending(spec)], []))[0]
+        t = self.writer.commit(lambda tx, state: ([Pending(spec)], []))[0]
+        self.after_write()
+        return t
 
     def record_batch(self, items: Iterable[Mapping[str, Any]]) -> list[Transaction]:
         """Record many transactions in one atomic append: all of them, or none on any error."""
@@ -80,7 +78,9 @@ class Ledger:
         if not specs:
             return []
         pendings = [Pending(s) for s in specs]
-        return self.writer.commit(lambda tx, state: (pendings, []))
+        txs = self.writer.commit(lambda tx, state: (pendings, []))
+        self.after_write()
+        return txs
 
     # -- sessions -------------------------------------------------------------------------
     def start_session(self, session_id: str | None = None, *, label: str | None = None) -> dict:
@@ -129,8 +129,11 @@ class Ledger:
 
     # -- queries --------------------------------------------------------------------------
     def score(self) -> dict[str, Any]:
+        """Scores and the `verified` flag the CLI, HTTP and the dashboard show: true only when
+        the log verifies (`log_verified`), the checksum holds and recording is not halted."""
+        outcome = integrity.log_verified(self.p)
         with self.p.backend.read() as tx:
-            return queries.score(tx, self.config)
+            return queries.score(tx, self.config, outcome)
 
     def breakdown(self) -> dict[str, Any]:
         with self.p.backend.read() as tx:
@@ -174,8 +177,17 @@ class Ledger:
         the totals are recalculated from the newest checkpoint; `full=True` from the start."""
         return integrity.verify(self.p, full=full)
 
-    def audit(self, export_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-        return integrity.audit(self.p, self.writer, export_dir=export_dir)
+    def audit(
+        self,
+        export_dir: str | os.PathLike[str] | None = None,
+        *,
+        sources_dir: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """The six-step audit, including the source files (`sources_dir`, default the
+        configured memory bank). It resumes recording only once nothing remains."""
+        return _audit.audit(
+            self.p, self.config, self.writer, export_dir=export_dir, sources_dir=sources_dir
+        )
 
     def checkpoint(self) -> dict[str, Any]:
         """Write a hashed checkpoint now, if the stored totals pass the checksum."""
@@ -188,26 +200,25 @@ class Ledger:
                 raise IntegrityError(
                     "no checkpoint written: "
                     + (chk.reason or "the ledger is halted")
-                    + ". Run `plaudit ledger audit` first."
+                    + ". Run `plaudit ledger recover` or `plaudit ledger audit` first."
                 )
             self.writer.maybe_checkpoint(w, state, force=True)
         with self.p.backend.read() as tx:
             return {"checksum": quick_checksum(tx, read_state(tx))}
 
     def recover(self) -> dict[str, Any]:
-        """Checksum mismatch: replay from the last valid checkpoint, with an incident record."""
-        result = integrity.recover_checksum(self.p)
-        self._append_simple(
-            et.INCIDENT, {"kind": "checksum_mismatch", "action": "replay", **result}
-        )
-        return result
+        """Repair the stored totals from the log (an incident only when something was
+        repaired) and lift the halt once the ledger is whole; `remaining` says what is not."""
+        return _audit.recover(self.p, self.config)
 
     def backup(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         return _backup(self.p, path)
 
-    def restore(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Corruption: restore from a backup, recalculate, and record the incident."""
-        result = _restore(self.p, path)
+    def restore(self, path: str | os.PathLike[str], *, rechain: bool = False) -> dict[str, Any]:
+        """Corruption: restore from a backup, recalculate, and record the incident.
+        `rechain=True` takes a backup of a damaged log into an empty store with a fresh chain
+        (then run `audit` there)."""
+        result = _restore(self.p, path, rechain=rechain)
         check = integrity.verify(self.p, full=True, locate_on_failure=False)
         result["checksum_valid"] = check["checksum_validation"]["is_valid"]
         result["log_ok"] = check["log"]["ok"]
@@ -215,106 +226,69 @@ class Ledger:
             et.INCIDENT,
             {
                 "kind": "corruption",
-                "action": "restore",
+                "action": "restore --rechain" if rechain else "restore",
                 "file": Path(path).name,
                 "events": result["events"],
                 "head": result["head"],
+                **({"damage": result["damage"]} if rechain else {}),
             },
         )
+        with self.p.backend.read() as tx:
+            state = read_state(tx)
+        result["halted"] = bool(state and state["halted"])
+        if result["halted"]:
+            result["next"] = "run `plaudit ledger audit` in this store to correct and resume"
         return result
 
     # -- sources and reconciliation -------------------------------------------------------
     def import_sources(self, directory: str | os.PathLike[str]) -> SourceImport:
-        d = Path(directory)
-        events, files = read_sources(self.config, d, now_ms())
-        missing = sorted({k.file for k in self.config.sources.values()} - set(files))
-        result = self.p.log.append_batch(events) if events else None
-        return SourceImport(
-            directory=str(d),
-            files=files,
-            missing=missing,
-            appended=0 if result is None else result.appended,
-            unchanged=0 if result is None else result.present,
-        )
+        """New and changed records become events; records a re-read file no longer holds are
+        marked deleted."""
+        return _reconcile.import_sources(self.p, self.config, directory)
 
-    def reconcile(self) -> dict[str, Any]:
-        """Ledger sums per source record against what each record declares."""
-        out: dict[str, Any] = {}
+    def reconcile(self, *, sources_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """Ledger sums per source record against what each record declares (or its trigger
+        owes). A mismatch opens an incident and halts recording (`on_mismatch = "halt"`, the
+        default) or only warns; a clean result lifts a reconciliation halt."""
+        return _reconcile.reconcile(self.p, self.config, self.writer, sources_dir=sources_dir)
 
-        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-            out.update(reconcile_rows(tx, self.config))
-            summary = {
-                "ok": out["ok"],
-                "tx_count": int(state["tx_count"]),
-                "mismatches": out["mismatches"][:100],
-                "orphans": out["orphans"][:100],
-            }
-            return [], [make_event(et.RECONCILE, summary, source="plaudit.ledger")]
-
-        self.writer.commit(build, check=False, force=True)
-        return out
-
-    def maybe_reconcile(
-        self, *, now: int | None = None, every_tx: int = EVERY_TX, every_ms: int = EVERY_MS
-    ) -> dict[str, Any] | None:
-        """Reconcile when 10 transactions or an hour have passed since the last time."""
+    def maybe_reconcile(self, *, now: int | None = None) -> dict[str, Any] | None:
+        """Reconcile when the configured count or time has passed since the last time."""
+        sch = self.config.schedule
         with self.p.backend.read() as tx:
             state = read_state(tx)
-        if state is None or not reconcile_due(
-            state, now or now_ms(), every_tx=every_tx, every_ms=every_ms
+        if state is None or not scheduler.reconcile_due(
+            state,
+            now or now_ms(),
+            every_tx=sch.reconcile_every,
+            every_ms=sch.reconcile_seconds * 1000,
         ):
             return None
         return self.reconcile()
 
     def recover_missing(self) -> dict[str, Any]:
-        """Missing transactions: scan the sources and write recovery transactions."""
-        created: list[dict[str, Any]] = []
+        """Missing transactions: a recovery transaction for each record the ledger holds too
+        little for, under the record's own category and date; then reconcile again."""
+        out = _reconcile.recover_missing(self.p, self.config, self.writer)
+        out["reconcile"] = self.reconcile()
+        return out
 
-        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-            rec = reconcile_rows(tx, self.config)
-            pendings = []
-            for m in rec["mismatches"]:
-                if m["status"] != "missing":
-                    continue
-                record = self._source_record(tx, m["kind"], m["key"])
-                diff = int(m["difference"])
-                cat = recovery_category(self.config, m["kind"], record, diff)
-                spec = system_spec(
-                    cat,
-                    diff,
-                    f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
-                    f"the ledger held {m['ledger']}",
-                    source=(m["kind"], m["key"]),
-                )
-                spec = type(spec)(**{**spec.__dict__, "type": self.config.categories[cat].type})
-                pendings.append(
-                    Pending(
-                        spec,
-                        kind="recovery",
-                        id=f"recovery:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
-                        verified=True,
-                    )
-                )
-                created.append({**m, "category": cat})
-            extras = []
-            if pendings:
-                extras.append(
-                    make_event(
-                        et.INCIDENT,
-                        {"kind": "missing_transaction", "recovered": created[:100]},
-                        source="plaudit.ledger",
-                    )
-                )
-            return pendings, extras
+    def correct(self) -> dict[str, Any]:
+        """Reverse what the ledger holds in excess of a record's declaration, or for a
+        deleted record, with audit corrections; then reconcile again."""
+        out = _reconcile.correct_excess(self.p, self.config, self.writer)
+        out["reconcile"] = self.reconcile()
+        return out
 
-        txs = self.writer.commit(build)
-        return {"recovered": len(txs), "transactions": [t.to_dict() for t in txs]}
+    # -- automatic work -------------------------------------------------------------------
+    def after_write(self) -> dict[str, Any]:
+        """The automatic work due after a write (reconcile, backup, reports): run by every
+        library method that records transactions, so every surface applies it."""
+        return scheduler.after_write(self)
 
-    @staticmethod
-    def _source_record(tx: Tx, kind: str, key: str) -> dict[str, Any]:
-        from plaudit.ledger.sources import lookup
-
-        return lookup(tx, kind, key) or {}
+    def run_scheduled(self, *, now: int | None = None) -> dict[str, Any]:
+        """Everything due now, the weekly audit included (`plaudit ledger watch`)."""
+        return scheduler.run_due(self, now=now)
 
     # -- interop, reports, rules ----------------------------------------------------------
     def export_progress(self, path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -324,8 +298,17 @@ class Ledger:
         """The progress.json document, without writing it."""
         return build_progress(self.p, self.config)
 
-    def import_progress(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        return import_progress(self.p, self.config, self.writer, path)
+    def import_progress(
+        self, path: str | os.PathLike[str], *, accept_inconsistent: bool = False
+    ) -> dict[str, Any]:
+        """Idempotent: re-importing a file, or this ledger's own export, changes nothing. An
+        inconsistent file is refused (naming the JSON path of its first inconsistency) unless
+        `accept_inconsistent`, which imports it and records an incident."""
+        out = import_progress(
+            self.p, self.config, self.writer, path, accept_inconsistent=accept_inconsistent
+        )
+        self.after_write()
+        return out
 
     def report(self, period: str = "daily", day: date | None = None) -> dict[str, Any]:
         if period not in reports.PERIODS:
@@ -349,6 +332,7 @@ class Ledger:
             return pendings, extras
 
         txs = self.writer.commit(build)
+        self.after_write()
         info["created"] = sum(t.status == "appended" for t in txs)
         info["already_present"] = sum(t.status == "present" for t in txs)
         return info

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 FORMAT = "plaudit.backup.v1"
+_RECHAIN_HINT = (
+    "; a backup of a damaged log goes into a new store with "
+    "`plaudit --db NEW ledger restore --rechain FILE`"
+)
 _CHUNK = 5000
 
 
@@ -64,7 +68,9 @@ def backup(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
     return {"file": str(path), "events": n, "head": p.log.head().digest}
 
 
-def _read_lines(path: Path) -> tuple[BackupHeader, list[BackupLine]]:
+def _read_lines(path: Path, *, strict: bool = True) -> tuple[BackupHeader, list[BackupLine]]:
+    """Every line, checked. `strict=False` (rechain) accepts positions with gaps and a length
+    that differs from the header: what a backup of a damaged log holds."""
     dec_header = msgspec.json.Decoder(BackupHeader)
     dec = msgspec.json.Decoder(BackupLine)
     where = str(path)
@@ -96,33 +102,53 @@ def _read_lines(path: Path) -> tuple[BackupHeader, list[BackupLine]]:
                 raise ValidationError(
                     f"line {no}", f"malformed event: {exc}", where=where
                 ) from None
-            if line.seq != len(lines) + 1:
+            if strict and line.seq != len(lines) + 1:
                 raise ValidationError(
                     f"line {no}",
-                    f"position {line.seq} where {len(lines) + 1} was expected",
+                    f"position {line.seq} where {len(lines) + 1} was expected{_RECHAIN_HINT}",
                     where=where,
                 )
             lines.append(line)
-    if len(lines) != header.length:
+    if strict and len(lines) != header.length:
         raise ValidationError(
             "file",
-            f"holds {len(lines)} events but its header says {header.length} (truncated?)",
+            f"holds {len(lines)} events but its header says {header.length} (truncated, or "
+            f"taken from a damaged log){_RECHAIN_HINT}",
             where=where,
         )
     return header, lines
 
 
-def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Re-append a backup into an empty store, or into one whose log is a prefix of it."""
+def restore(p: Plaudit, path: str | os.PathLike[str], *, rechain: bool = False) -> dict[str, Any]:
+    """Re-append a backup into an empty store, or into one whose log is a prefix of it.
+
+    `rechain=True` is the way forward from a damaged log: its backup (which `restore` refuses,
+    since its hashes do not check out) goes into an empty store as new events with a fresh
+    chain; where the old chain first stopped matching is reported under `damage`."""
+    if rechain:
+        return _rechain(p, Path(path))
     file = Path(path)
     header, lines = _read_lines(file)
     where = str(file)
+    if p.log.head().length:
+        from plaudit.ledger.integrity import log_verified
+
+        outcome = log_verified(p)
+        if not outcome.ok:
+            raise ValidationError(
+                "store",
+                f"its log fails verification at position {outcome.first_bad}, so nothing "
+                "restored into it could verify; restore into a new store instead "
+                "(`plaudit --db NEW ledger restore FILE`)",
+                where=where,
+            )
     with p.log.writer() as w:
         head_seq, _ = w.head()
         if head_seq > len(lines):
             raise ValidationError(
                 "store",
-                f"holds {head_seq} events, more than the backup's {len(lines)}",
+                f"holds {head_seq} events, more than the backup's {len(lines)}; restore into "
+                "a new store instead (`plaudit --db NEW ledger restore FILE`)",
                 where=where,
             )
         if head_seq:
@@ -130,25 +156,14 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
                 if h.hex() != lines[seq - 1].hash:
                     raise ValidationError(
                         "store",
-                        f"differs from the backup at position {seq}; restore into an empty store",
+                        f"differs from the backup at position {seq}; restore into a new store "
+                        "instead (`plaudit --db NEW ledger restore FILE`)",
                         where=where,
                     )
         todo = lines[head_seq:]
         for i in range(0, len(todo), _CHUNK):
             chunk = todo[i : i + _CHUNK]
-            events = [
-                Event(
-                    id=ln.id,
-                    type=ln.type,
-                    ts_ms=ln.ts_ms,
-                    session_id=ln.session_id,
-                    source=ln.source,
-                    payload=ln.payload,
-                    meta=ln.meta,
-                )
-                for ln in chunk
-            ]
-            results = w.append_batch(events).results
+            results = w.append_batch([_event(ln) for ln in chunk]).results
             for ln, r in zip(chunk, results, strict=True):
                 if r.seq != ln.seq or r.status != "appended":
                     raise ValidationError(
@@ -161,7 +176,8 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
                     raise ValidationError(
                         f"line {seq + 1}",
                         f"event at position {seq} does not match its recorded hash "
-                        "(the backup was altered)",
+                        "(the backup was altered; a backup of a damaged log goes into a new "
+                        "store with `restore --rechain`)",
                         where=where,
                     )
         end_seq, end_hash = w.head()
@@ -171,3 +187,50 @@ def restore(p: Plaudit, path: str | os.PathLike[str]) -> dict[str, Any]:
                 "file", f"re-appended events end at head {got}, not {header.head}", where=where
             )
     return {"file": where, "events": len(lines), "restored": len(todo), "head": header.head}
+
+
+def _event(ln: BackupLine) -> Event:
+    return Event(
+        id=ln.id,
+        type=ln.type,
+        ts_ms=ln.ts_ms,
+        session_id=ln.session_id,
+        source=ln.source,
+        payload=ln.payload,
+        meta=ln.meta,
+    )
+
+
+def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
+    header, lines = _read_lines(file, strict=False)
+    where = str(file)
+    damage: dict[str, Any] = {"header_head": header.head, "header_length": header.length}
+    with p.log.writer() as w:
+        head_seq, _ = w.head()
+        if head_seq:
+            raise ValidationError(
+                "store",
+                f"holds {head_seq} events; `restore --rechain` only fills an empty store "
+                "(`plaudit --db NEW ledger restore --rechain FILE`)",
+                where=where,
+            )
+        first_changed = None
+        for i in range(0, len(lines), _CHUNK):
+            chunk = lines[i : i + _CHUNK]
+            w.append_batch([_event(ln) for ln in chunk])
+            if first_changed is None:
+                for (seq, h), ln in zip(w.hashes(i + 1, i + len(chunk)), chunk, strict=True):
+                    if seq != ln.seq or h.hex() != ln.hash:
+                        first_changed = seq
+                        break
+        if first_changed is None and len(lines) != header.length:
+            first_changed = len(lines) + 1
+        end_seq, end_hash = w.head()
+    damage["first_changed_position"] = first_changed
+    return {
+        "file": where,
+        "events": len(lines),
+        "restored": len(lines),
+        "head": f"{end_seq}:{end_hash.hex()}",
+        "damage": damage,
+    }

@@ -1,32 +1,56 @@
-"""Full verification, locating discrepancies, the six-step audit, and recovery.
+"""Verification: whether the log verifies (`log_verified`, the one place the ledger asks),
+the totals recalculated from the log, and the first discrepancy located.
 
 The log is the truth for what happened; the running totals written under the lock are a second
-witness of what was acknowledged. A discrepancy between the projection and the log is repaired
-by replaying the log; a discrepancy inside the log (a row edited or deleted behind plaudit's
-back) is corrected by an audit transaction that restores the acknowledged balance.
+witness of what was acknowledged.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from plaudit.errors import ValidationError
-from plaudit.events import make_event
-from plaudit.ids import now_ms, uuid7
+from plaudit.ids import now_ms
 from plaudit.ledger import eventtypes as et
-from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.models import iso
 from plaudit.ledger.projection import read_state
-from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
 from plaudit.store.backend import Tx
 from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
+
+
+class VerifyOutcome(msgspec.Struct, kw_only=True):
+    """Whether the log verifies, and where it first does not."""
+
+    ok: bool
+    length: int
+    checked: int
+    head: str
+    first_bad: int | None = None
+    reason: str | None = None
+
+
+def log_verified(p: Plaudit, *, full: bool = False) -> VerifyOutcome:
+    """The one place the ledger asks "does the log verify?": the write path, `score()`'s
+    `verified` flag (so the CLI, HTTP and the dashboard), `verify()` and the audit all call
+    this, so the ledger is never shown verified while `plaudit log verify` fails.
+
+    Today both forms verify the whole chain. `full=False` is the form to make incremental
+    (from the log's last verified checkpoint) once the log offers it; `full=True` must keep
+    checking every position.
+    """
+    r = p.log.verify()
+    return VerifyOutcome(
+        ok=r.ok,
+        length=r.length,
+        checked=r.checked,
+        head=r.head,
+        first_bad=r.first_bad,
+        reason=r.reason,
+    )
 
 
 def full_sums(tx: Tx) -> dict[str, int]:
@@ -117,7 +141,7 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
     When the whole chain verifies, nothing before the newest checkpoint can have changed since
     it was written, so the recalculation starts from that checkpoint (`full=True` sums every
     transaction from the start instead; a broken chain always does)."""
-    log_report = p.log.verify()
+    log_report = log_verified(p, full=full)
     with p.backend.read() as tx:
         state = read_state(tx)
         base = None
@@ -180,6 +204,10 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
         }
         if locate_on_failure and not out["ok"]:
             out["first_discrepancy"] = locate(tx)
+        if not out["ok"]:
+            from plaudit.ledger.halts import log_kind, way_forward
+
+            out["next"] = way_forward(log_kind(log_report) if not log_report.ok else "checksum")
     return out
 
 
@@ -198,133 +226,3 @@ def last_valid_checkpoint(tx: Tx, first_bad: int | None) -> dict[str, Any] | Non
                 continue
         return {"seq": seq, **cp}
     return None
-
-
-def recover_checksum(p: Plaudit) -> dict[str, Any]:
-    """Replay from the last valid checkpoint; rebuild the projection if it disagrees."""
-    report = p.log.verify()
-    with p.backend.read() as tx:
-        cp = last_valid_checkpoint(tx, report.first_bad)
-        base = 0 if cp is None else int(cp.get("through_seq", 0))
-        replayed = LogView(tx).payload_sums(et.TRANSACTION, "points", after=base)
-        replayed_total = (0 if cp is None else int(cp.get("total", 0))) + replayed.total
-        state = read_state(tx)
-        stored = None if state is None else int(state["total"])
-        projection_ok = stored == full_sums(tx)["total"] and locate(tx)["projection"] is None
-    rebuilt = False
-    if not projection_ok:
-        p.log.rebuild(["ledger"])
-        rebuilt = True
-    return {
-        "checkpoint_seq": None if cp is None else cp["seq"],
-        "replayed_transactions": replayed.count,
-        "replayed_total": replayed_total,
-        "stored_total_before": stored,
-        "projection_rebuilt": rebuilt,
-    }
-
-
-def _export_dir(export_dir: str | os.PathLike[str]) -> Path:
-    """The directory the audit was told to write to, made if missing (its parent is not)."""
-    directory = Path(export_dir)
-    try:
-        directory.mkdir(exist_ok=True)
-    except FileNotFoundError:
-        raise ValidationError(
-            "export_dir", f"cannot create {directory}: its parent directory does not exist"
-        ) from None
-    except OSError as exc:
-        raise ValidationError(
-            "export_dir", f"cannot use {directory}: {exc.strerror or exc}"
-        ) from None
-    return directory
-
-
-def audit(
-    p: Plaudit, writer: LedgerWriter, *, export_dir: str | os.PathLike[str] | None = None
-) -> dict[str, Any]:
-    """freeze, export, recalculate, identify, correct (audit entry), resume."""
-    from plaudit.ledger.backup import backup
-
-    audit_id = uuid7()
-    steps: dict[str, Any] = {}
-    # Before the freeze, so that a directory it cannot use leaves the ledger as it was.
-    export_to = None if export_dir is None else _export_dir(export_dir)
-    # 1. freeze: every other writer now refuses until the resume below.
-    with p.log.writer() as w:
-        head_seq, _ = w.head()
-        p.log.projections.ensure_named(w.tx, "ledger", head_seq)
-        before = read_state(w.tx)
-        was_halted = bool(before and before["halted"])
-        w.append(
-            make_event(
-                et.HALT,
-                {"reason": f"audit {audit_id} in progress", "audit": audit_id},
-                source="plaudit.ledger",
-            )
-        )
-    steps["freeze"] = {"was_halted": was_halted, "reason": before and before["halt_reason"]}
-    # 2. export
-    if export_to is not None:
-        steps["export"] = backup(p, export_to / f"audit-{audit_id}.jsonl")
-    else:
-        steps["export"] = {"file": None, "head": p.log.head().digest}
-    # 3. recalculate from the log
-    report = verify(p, full=True, locate_on_failure=False)
-    with p.backend.read() as tx:
-        sums = full_sums(tx)
-        last = LogView(tx).last_payload(et.TRANSACTION)
-        discrepancy = locate(tx)
-        chk = quick_checksum(tx, read_state(tx))
-    witness = sums["total"] if last is None else int(last[1].get("running_total", 0) or 0)
-    steps["recalculate"] = {
-        "calculated_total": sums["total"],
-        "stored_total": report["checksum_validation"]["stored_total"],
-        "acknowledged_total": witness,
-        "log_ok": report["log"]["ok"],
-        "quick_checksum": chk.reason,
-    }
-    # 4. identify the first discrepancy
-    steps["identify"] = {
-        "log_first_bad": report["log_first_bad_event"],
-        "log_reason": report["log"]["reason"],
-        **discrepancy,
-    }
-    # 5. correct: replay into the projection, then an audit transaction for the difference.
-    steps["recover"] = recover_checksum(p)
-    correction = witness - sums["total"]
-    summary = {"audit": audit_id, **{k: steps[k] for k in ("recalculate", "identify")}}
-
-    def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
-        spec = system_spec(
-            "audit_correction",
-            correction,
-            f"audit {audit_id}: "
-            + (
-                f"restores the acknowledged balance {witness} (log sum {sums['total']})"
-                if correction
-                else "ledger recalculated from the log; no correction needed"
-            ),
-        )
-        extras = [
-            make_event(
-                et.INCIDENT,
-                {"kind": "audit", "correction": correction, **summary},
-                source="plaudit.ledger",
-            ),
-            make_event(et.RESUME, {"audit": audit_id}, source="plaudit.ledger"),
-        ]
-        return [Pending(spec, kind="audit", verified=True)], extras
-
-    txs = writer.commit(build, check=False, force=True, force_checkpoint=True)
-    steps["correct"] = {"correction": correction, "transaction": txs[0].to_dict()}
-    # 6. resume (the resume event was appended with the correction, atomically)
-    steps["resume"] = {"halted": False}
-    after = verify(p, locate_on_failure=False)
-    return {
-        "audit": audit_id,
-        "steps": steps,
-        "checksum_valid_after": after["checksum_validation"]["is_valid"],
-        "log_ok_after": after["log"]["ok"],
-        "total_score": after["checksum_validation"]["stored_total"],
-    }

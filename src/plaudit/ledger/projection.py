@@ -21,6 +21,8 @@ TABLES = (
     "ledger_sources",
     "ledger_checkpoints",
     "ledger_incidents",
+    "ledger_source_sums",
+    "ledger_jobs",
 )
 
 _DDL = (
@@ -37,7 +39,8 @@ _DDL = (
         source_id TEXT,
         action TEXT NOT NULL,
         session TEXT,
-        kind TEXT NOT NULL
+        kind TEXT NOT NULL,
+        imported TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, seq)",
     "CREATE INDEX IF NOT EXISTS ledger_tx_session ON ledger_tx (session, seq)",
@@ -58,15 +61,24 @@ _DDL = (
         current_session TEXT,
         halted INTEGER NOT NULL,
         halt_reason TEXT,
+        halt_kind TEXT,
         halted_ms {bigint},
         last_reconcile_ms {bigint},
         last_reconcile_count {bigint} NOT NULL,
-        last_checkpoint_count {bigint} NOT NULL
+        last_checkpoint_count {bigint} NOT NULL,
+        unsourced_points {bigint} NOT NULL,
+        unsourced_count {bigint} NOT NULL,
+        carry_actions {bigint} NOT NULL,
+        carry_successful {bigint} NOT NULL,
+        carry_failed {bigint} NOT NULL,
+        carry_permission_micro {bigint} NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS ledger_categories (
         category TEXT PRIMARY KEY,
         type TEXT NOT NULL,
         points {bigint} NOT NULL,
+        pos {bigint} NOT NULL,
+        neg {bigint} NOT NULL,
         n {bigint} NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS ledger_sessions (
@@ -76,7 +88,12 @@ _DDL = (
         ended_ms {bigint},
         start_seq {bigint},
         total {bigint} NOT NULL,
-        n {bigint} NOT NULL
+        pos {bigint} NOT NULL,
+        neg {bigint} NOT NULL,
+        n {bigint} NOT NULL,
+        carry_total {bigint} NOT NULL,
+        carry_rewards {bigint} NOT NULL,
+        carry_penalties {bigint} NOT NULL
     )""",
     """CREATE TABLE IF NOT EXISTS ledger_sources (
         kind TEXT NOT NULL,
@@ -84,7 +101,23 @@ _DDL = (
         file TEXT NOT NULL,
         record TEXT NOT NULL,
         seq {bigint} NOT NULL,
+        deleted INTEGER NOT NULL,
         PRIMARY KEY (kind, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_source_sums (
+        kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        pos {bigint} NOT NULL,
+        neg {bigint} NOT NULL,
+        corr {bigint} NOT NULL,
+        n {bigint} NOT NULL,
+        PRIMARY KEY (kind, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS ledger_jobs (
+        job TEXT PRIMARY KEY,
+        last_ms {bigint} NOT NULL,
+        last_count {bigint} NOT NULL,
+        last_key TEXT
     )""",
     """CREATE TABLE IF NOT EXISTS ledger_checkpoints (
         seq {bigint} PRIMARY KEY,
@@ -118,11 +151,29 @@ _STATE_COLS = (
     "current_session",
     "halted",
     "halt_reason",
+    "halt_kind",
     "halted_ms",
     "last_reconcile_ms",
     "last_reconcile_count",
     "last_checkpoint_count",
+    "unsourced_points",
+    "unsourced_count",
+    "carry_actions",
+    "carry_successful",
+    "carry_failed",
+    "carry_permission_micro",
 )
+_NULLABLE = ("current_session", "halt_reason", "halt_kind", "halted_ms", "last_reconcile_ms")
+#: Carried-over history a progress.json import brings (payload `carry` -> state column).
+_CARRY = {
+    "total": "carry_total",
+    "rewards": "carry_rewards",
+    "penalties": "carry_penalties",
+    "actions": "carry_actions",
+    "successful": "carry_successful",
+    "failed": "carry_failed",
+    "permission_micro": "carry_permission_micro",
+}
 _STATE_SELECT = f"SELECT {', '.join(_STATE_COLS)} FROM ledger_state WHERE one = 1"
 
 
@@ -137,7 +188,7 @@ def _int(value: Any) -> int:
 
 class LedgerProjection:
     name = "ledger"
-    version = 2
+    version = 3
     prefixes = (et.PREFIX,)
     tables = TABLES
 
@@ -147,7 +198,7 @@ class LedgerProjection:
         zeros = ", ".join("?" for _ in _STATE_COLS)
         values: list[Any] = [0] * len(_STATE_COLS)
         for i, col in enumerate(_STATE_COLS):
-            if col in ("current_session", "halt_reason", "halted_ms", "last_reconcile_ms"):
+            if col in _NULLABLE:
                 values[i] = None
         tx.execute(
             f"INSERT INTO ledger_state (one, {', '.join(_STATE_COLS)}) VALUES (1, {zeros}) "
@@ -161,14 +212,14 @@ class LedgerProjection:
             self.create(tx)
             state = read_state(tx)
             assert state is not None
-        tx_rows: list[tuple[Any, ...]] = []
-        cats: dict[str, list[Any]] = {}
-        sessions: dict[str, list[int]] = {}
+        acc = _Pending()
         # The hot path (transactions) keeps its counters in locals, written back at the end.
         total, rewards, penalties = state["total"], state["rewards"], state["penalties"]
         count, last_running = state["tx_count"], state["last_running_total"]
         actions, successes = state["actions_total"], state["actions_successful"]
         failures, unverified = state["actions_failed"], state["unverified"]
+        uns_points, uns_count = state["unsourced_points"], state["unsourced_count"]
+        tx_rows, cats, sessions, src_sums = acc.tx_rows, acc.cats, acc.sessions, acc.src_sums
         for ev in events:
             p = ev.payload
             t = ev.type
@@ -184,6 +235,8 @@ class LedgerProjection:
                 verified = bool(p.get("verified"))
                 running = _int(p.get("running_total"))
                 has_src = isinstance(src, dict)
+                skind = str(src.get("kind")) if has_src else None
+                sid = str(src.get("id")) if has_src else None
                 tx_rows.append(
                     (
                         ev.seq,
@@ -194,18 +247,19 @@ class LedgerProjection:
                         points,
                         running,
                         int(verified),
-                        str(src.get("kind")) if has_src else None,
-                        str(src.get("id")) if has_src else None,
+                        skind,
+                        sid,
                         str(p.get("action", "")),
                         session,
                         str(kind),
+                        encode_json(p["imported"]) if isinstance(p.get("imported"), dict) else None,
                     )
                 )
                 total += points
-                if points > 0:
-                    rewards += points
-                else:
-                    penalties += points
+                pos = points if points > 0 else 0
+                neg = points - pos
+                rewards += pos
+                penalties += neg
                 count += 1
                 last_running = running
                 if kind in et.ACTION_KINDS:
@@ -218,42 +272,70 @@ class LedgerProjection:
                         unverified += 1
                 carry = p.get("carry")
                 if isinstance(carry, dict):
-                    state["carry_total"] += _int(carry.get("total"))
-                    state["carry_rewards"] += _int(carry.get("rewards"))
-                    state["carry_penalties"] += _int(carry.get("penalties"))
+                    for field, col in _CARRY.items():
+                        state[col] += _int(carry.get(field))
                 c = cats.get(category)
                 if c is None:
-                    c = cats[category] = [ttype, 0, 0]
-                c[1] += points
-                c[2] += 1
+                    c = cats[category] = [ttype, 0, 0, 0]
+                c[1] += pos
+                c[2] += neg
+                c[3] += 1
                 if session is not None:
                     ss = sessions.get(session)
                     if ss is None:
-                        ss = sessions[session] = [0, 0]
-                    ss[0] += points
-                    ss[1] += 1
+                        ss = sessions[session] = [0, 0, 0]
+                    ss[0] += pos
+                    ss[1] += neg
+                    ss[2] += 1
+                if has_src:
+                    key = (skind, sid)
+                    sums = src_sums.get(key)
+                    if sums is None:
+                        sums = src_sums[key] = [0, 0, 0, 0]
+                    if kind == "audit":  # a correction counts whatever its sign
+                        sums[2] += points
+                    else:
+                        sums[0] += pos
+                        sums[1] += neg
+                    sums[3] += 1
+                else:
+                    uns_points += points
+                    uns_count += 1
             elif t == et.SESSION_START:
-                self._flush(tx, tx_rows, cats, sessions)
+                acc.flush(tx)
                 sid = str(p.get("session", ev.session_id))
+                carry = p.get("carry") if isinstance(p.get("carry"), dict) else {}
                 tx.execute(
                     "INSERT INTO ledger_sessions (session, label, started_ms, ended_ms, start_seq,"
-                    " total, n) VALUES (?, ?, ?, NULL, ?, 0, 0) ON CONFLICT (session) DO UPDATE"
-                    " SET label = excluded.label, started_ms = excluded.started_ms,"
-                    " start_seq = excluded.start_seq",
-                    (sid, p.get("label"), ev.ts_ms, ev.seq),
+                    " total, pos, neg, n, carry_total, carry_rewards, carry_penalties)"
+                    " VALUES (?, ?, ?, NULL, ?, 0, 0, 0, 0, ?, ?, ?) ON CONFLICT (session)"
+                    " DO UPDATE SET label = excluded.label, started_ms = excluded.started_ms,"
+                    " start_seq = excluded.start_seq, carry_total = excluded.carry_total,"
+                    " carry_rewards = excluded.carry_rewards,"
+                    " carry_penalties = excluded.carry_penalties",
+                    (
+                        sid,
+                        p.get("label"),
+                        ev.ts_ms,
+                        ev.seq,
+                        _int(carry.get("total")),
+                        _int(carry.get("rewards")),
+                        _int(carry.get("penalties")),
+                    ),
                 )
                 state["current_session"] = sid
             elif t == et.SESSION_END:
-                self._flush(tx, tx_rows, cats, sessions)
+                acc.flush(tx)
                 sid = str(p.get("session", ev.session_id))
                 tx.execute(
                     "UPDATE ledger_sessions SET ended_ms = ? WHERE session = ?", (ev.ts_ms, sid)
                 )
             elif t == et.SOURCE:
                 tx.execute(
-                    "INSERT INTO ledger_sources (kind, key, file, record, seq) VALUES (?,?,?,?,?)"
-                    " ON CONFLICT (kind, key) DO UPDATE SET file = excluded.file,"
-                    " record = excluded.record, seq = excluded.seq",
+                    "INSERT INTO ledger_sources (kind, key, file, record, seq, deleted)"
+                    " VALUES (?,?,?,?,?,0) ON CONFLICT (kind, key) DO UPDATE SET"
+                    " file = excluded.file, record = excluded.record, seq = excluded.seq,"
+                    " deleted = 0",
                     (
                         str(p.get("kind")),
                         str(p.get("key")),
@@ -261,6 +343,11 @@ class LedgerProjection:
                         encode_json(p.get("record", {})),
                         ev.seq,
                     ),
+                )
+            elif t == et.SOURCE_REMOVED:
+                tx.execute(
+                    "UPDATE ledger_sources SET deleted = 1, seq = ? WHERE kind = ? AND key = ?",
+                    (ev.seq, str(p.get("kind")), str(p.get("key"))),
                 )
             elif t == et.CHECKPOINT:
                 tx.execute(
@@ -278,21 +365,30 @@ class LedgerProjection:
             elif t == et.HALT:
                 state["halted"] = 1
                 state["halt_reason"] = str(p.get("reason", ""))
+                state["halt_kind"] = str(p.get("kind", "checksum"))
                 state["halted_ms"] = ev.ts_ms
             elif t == et.RESUME:
                 state["halted"] = 0
                 state["halt_reason"] = None
+                state["halt_kind"] = None
                 state["halted_ms"] = None
             elif t == et.RECONCILE:
                 state["last_reconcile_ms"] = ev.ts_ms
                 state["last_reconcile_count"] = _int(p.get("tx_count"))
+            elif t == et.JOB:
+                tx.execute(
+                    "INSERT INTO ledger_jobs (job, last_ms, last_count, last_key) VALUES"
+                    " (?, ?, ?, ?) ON CONFLICT (job) DO UPDATE SET last_ms = excluded.last_ms,"
+                    " last_count = excluded.last_count, last_key = excluded.last_key",
+                    (str(p.get("job", "")), ev.ts_ms, _int(p.get("tx_count")), p.get("key")),
+                )
             elif t == et.INCIDENT:
                 tx.execute(
                     "INSERT INTO ledger_incidents (seq, id, ts_ms, kind, detail) VALUES (?,?,?,?,?)"
                     " ON CONFLICT (seq) DO NOTHING",
                     (ev.seq, ev.id, ev.ts_ms, str(p.get("kind", "")), encode_json(p)),
                 )
-        self._flush(tx, tx_rows, cats, sessions)
+        acc.flush(tx)
         state.update(
             total=total,
             rewards=rewards,
@@ -303,39 +399,62 @@ class LedgerProjection:
             actions_successful=successes,
             actions_failed=failures,
             unverified=unverified,
+            unsourced_points=uns_points,
+            unsourced_count=uns_count,
         )
         sets = ", ".join(f"{c} = ?" for c in _STATE_COLS)
         tx.execute(f"UPDATE ledger_state SET {sets} WHERE one = 1", [state[c] for c in _STATE_COLS])
 
-    @staticmethod
-    def _flush(
-        tx: Tx,
-        tx_rows: list[tuple[Any, ...]],
-        cats: dict[str, list[Any]],
-        sessions: dict[str, list[int]],
-    ) -> None:
-        if tx_rows:
+
+class _Pending:
+    """Rows and sums folded from a run of transactions, written in a few statements."""
+
+    __slots__ = ("cats", "sessions", "src_sums", "tx_rows")
+
+    def __init__(self) -> None:
+        self.tx_rows: list[tuple[Any, ...]] = []
+        self.cats: dict[str, list[Any]] = {}
+        self.sessions: dict[str, list[int]] = {}
+        self.src_sums: dict[tuple[Any, Any], list[int]] = {}
+
+    def flush(self, tx: Tx) -> None:
+        if self.tx_rows:
             tx.executemany(
                 "INSERT INTO ledger_tx (seq, id, ts_ms, category, type, points, running_total,"
-                " verified, source_kind, source_id, action, session, kind)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                tx_rows,
+                " verified, source_kind, source_id, action, session, kind, imported)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                self.tx_rows,
             )
-            tx_rows.clear()
-        for name, (ttype, pts, n) in cats.items():
-            tx.execute(
-                "INSERT INTO ledger_categories (category, type, points, n) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (category) DO UPDATE SET points = ledger_categories.points"
-                " + excluded.points, n = ledger_categories.n + excluded.n",
-                (name, ttype, pts, n),
+            self.tx_rows.clear()
+        if self.cats:
+            tx.executemany(
+                "INSERT INTO ledger_categories (category, type, points, pos, neg, n)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (category) DO UPDATE SET"
+                " points = ledger_categories.points + excluded.points,"
+                " pos = ledger_categories.pos + excluded.pos,"
+                " neg = ledger_categories.neg + excluded.neg, n = ledger_categories.n + excluded.n",
+                [(c, t, pos + neg, pos, neg, n) for c, (t, pos, neg, n) in self.cats.items()],
             )
-        cats.clear()
-        for sid, (pts, n) in sessions.items():
-            tx.execute(
+            self.cats.clear()
+        if self.sessions:
+            tx.executemany(
                 "INSERT INTO ledger_sessions (session, label, started_ms, ended_ms, start_seq,"
-                " total, n) VALUES (?, NULL, NULL, NULL, NULL, ?, ?) ON CONFLICT (session)"
+                " total, pos, neg, n, carry_total, carry_rewards, carry_penalties)"
+                " VALUES (?, NULL, NULL, NULL, NULL, ?, ?, ?, ?, 0, 0, 0) ON CONFLICT (session)"
                 " DO UPDATE SET total = ledger_sessions.total + excluded.total,"
-                " n = ledger_sessions.n + excluded.n",
-                (sid, pts, n),
+                " pos = ledger_sessions.pos + excluded.pos,"
+                " neg = ledger_sessions.neg + excluded.neg, n = ledger_sessions.n + excluded.n",
+                [(s, pos + neg, pos, neg, n) for s, (pos, neg, n) in self.sessions.items()],
             )
-        sessions.clear()
+            self.sessions.clear()
+        if self.src_sums:
+            tx.executemany(
+                "INSERT INTO ledger_source_sums (kind, key, pos, neg, corr, n)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, key) DO UPDATE SET"
+                " pos = ledger_source_sums.pos + excluded.pos,"
+                " neg = ledger_source_sums.neg + excluded.neg,"
+                " corr = ledger_source_sums.corr + excluded.corr,"
+                " n = ledger_source_sums.n + excluded.n",
+                [(k, i, *v) for (k, i), v in self.src_sums.items()],
+            )
+            self.src_sums.clear()

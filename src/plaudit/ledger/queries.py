@@ -7,6 +7,7 @@ from typing import Any
 
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig
+from plaudit.ledger.integrity import VerifyOutcome
 from plaudit.ledger.models import TX_COLUMNS, Transaction, tx_from_row
 from plaudit.ledger.projection import read_state
 from plaudit.store.backend import Tx
@@ -30,9 +31,13 @@ def _zero_state() -> dict[str, Any]:
             "carry_total",
             "carry_rewards",
             "carry_penalties",
+            "carry_actions",
+            "carry_successful",
+            "carry_failed",
+            "carry_permission_micro",
             "halted",
         )
-    } | {"current_session": None, "halt_reason": None}
+    } | {"current_session": None, "halt_reason": None, "halt_kind": None}
 
 
 def state_or_zero(tx: Tx) -> dict[str, Any]:
@@ -44,52 +49,80 @@ def current_session(tx: Tx, state: dict[str, Any]) -> dict[str, Any] | None:
     if sid is None:
         return None
     row = tx.fetchone(
-        "SELECT session, label, started_ms, ended_ms, total, n FROM ledger_sessions"
-        " WHERE session = ?",
+        f"SELECT {_SESSION_COLS} FROM ledger_sessions WHERE session = ?",
         (sid,),
     )
-    if row is None:
-        return None
+    return None if row is None else _session(row)
+
+
+_SESSION_COLS = (
+    "session, label, started_ms, ended_ms, total, n, pos, neg, carry_total, carry_rewards,"
+    " carry_penalties"
+)
+
+
+def _session(row: tuple[Any, ...]) -> dict[str, Any]:
+    s, label, st, en, total, n, pos, neg, c_total, c_pos, c_neg = row
     return {
-        "session_id": row[0],
-        "label": row[1],
-        "started_ms": row[2],
-        "ended_ms": row[3],
-        "open": row[3] is None,
-        "score": int(row[4]),
-        "transactions": int(row[5]),
+        "session_id": s,
+        "label": label,
+        "started_ms": st,
+        "ended_ms": en,
+        "open": en is None and st is not None,
+        "score": int(total) + int(c_total),
+        "rewards": int(pos) + int(c_pos),
+        "penalties": int(neg) + int(c_neg),
+        "transactions": int(n),
     }
 
 
 def trend(tx: Tx, session: str | None, points: int = TREND_POINTS) -> list[dict[str, int]]:
-    """The running total at evenly spaced transactions (always the last), oldest first."""
+    """The running total at up to `points` evenly spaced log positions (always the last
+    transaction), oldest first. Each point is one index lookup, so the cost does not grow with
+    the number of transactions."""
     where, params = ("WHERE session = ?", [session]) if session is not None else ("", [])
-    n = int(tx.scalar(f"SELECT COUNT(*) FROM ledger_tx {where}", params) or 0)
-    if n == 0:
+    # One aggregate per query: SQLite answers a lone MIN or MAX from the index, both at once
+    # by scanning the table.
+    low = tx.scalar(f"SELECT MIN(seq) FROM ledger_tx {where}", params)
+    if low is None:
         return []
-    step = max(1, math.ceil(n / (points - 1)))
-    rows = tx.fetchall(
-        "SELECT ts_ms, running_total FROM (SELECT ts_ms, running_total, seq,"
-        f" ROW_NUMBER() OVER (ORDER BY seq) AS rn FROM ledger_tx {where}) t"
-        " WHERE (rn - 1) % ? = 0 OR rn = ? ORDER BY seq",
-        [*params, step, n],
-    )
-    return [{"ts_ms": int(ts), "total": int(rt)} for ts, rt in rows]
+    lo, hi = int(low), int(tx.scalar(f"SELECT MAX(seq) FROM ledger_tx {where}", params))
+    step = max(1, math.ceil((hi - lo) / max(1, points - 1)))
+    targets = sorted({*range(lo, hi, step), hi})
+    cond = "session = ? AND seq <= ?" if session is not None else "seq <= ?"
+    sql = f"SELECT ts_ms, running_total, seq FROM ledger_tx WHERE {cond} ORDER BY seq DESC LIMIT 1"
+    out: list[dict[str, int]] = []
+    last_seq = None
+    for target in targets:
+        row = tx.fetchone(sql, [*params, target])
+        if row is None or row[2] == last_seq:
+            continue
+        last_seq = row[2]
+        out.append({"ts_ms": int(row[0]), "total": int(row[1])})
+    return out
 
 
 def metrics(tx: Tx, state: dict[str, Any], cfg: LedgerConfig) -> dict[str, Any]:
-    total = int(state["actions_total"])
-    ok = int(state["actions_successful"])
+    total = int(state["actions_total"]) + int(state["carry_actions"])
+    ok = int(state["actions_successful"]) + int(state["carry_successful"])
     rewards, penalties = int(state["rewards"]), int(state["penalties"])
     denom = rewards - penalties
     permission = int(
-        tx.scalar("SELECT n FROM ledger_categories WHERE category = 'permission_request'") or 0
+        tx.scalar(
+            "SELECT COUNT(*) FROM ledger_tx WHERE category = 'permission_request'"
+            " AND kind IN ('record', 'rule', 'recovery', 'import')"
+        )
+        or 0
     )
-    autonomy = cfg.base_autonomy * (1 - permission / total) if total else cfg.base_autonomy
+    # An imported history carries its autonomy as permission requests' worth (millionths).
+    carried = int(state["carry_permission_micro"]) / 1_000_000
+    autonomy = (
+        cfg.base_autonomy * (1 - (permission + carried) / total) if total else cfg.base_autonomy
+    )
     return {
         "actions_total": total,
         "actions_successful": ok,
-        "actions_failed": int(state["actions_failed"]),
+        "actions_failed": int(state["actions_failed"]) + int(state["carry_failed"]),
         "actions_unverified": int(state["unverified"]),
         "success_rate": round(100.0 * ok / total, 2) if total else 0.0,
         "learning_efficiency": round(100.0 * rewards / denom, 2) if denom else 0.0,
@@ -99,22 +132,15 @@ def metrics(tx: Tx, state: dict[str, Any], cfg: LedgerConfig) -> dict[str, Any]:
     }
 
 
-def score(tx: Tx, cfg: LedgerConfig) -> dict[str, Any]:
+def score(tx: Tx, cfg: LedgerConfig, log: VerifyOutcome) -> dict[str, Any]:
+    """`log` is `log_verified`'s answer: `verified` is never true while the log fails."""
     state = state_or_zero(tx)
     chk = quick_checksum(tx, read_state(tx))
     sess = current_session(tx, state)
     m = metrics(tx, state, cfg)
     session_id = None if sess is None else sess["session_id"]
-    session_rewards = session_penalties = 0
-    if session_id is not None:
-        row = tx.fetchone(
-            "SELECT COALESCE(SUM(CASE WHEN points > 0 THEN points ELSE 0 END), 0),"
-            " COALESCE(SUM(CASE WHEN points < 0 THEN points ELSE 0 END), 0)"
-            " FROM ledger_tx WHERE session = ?",
-            (session_id,),
-        )
-        assert row is not None
-        session_rewards, session_penalties = int(row[0]), int(row[1])
+    session_rewards = 0 if sess is None else sess["rewards"]
+    session_penalties = 0 if sess is None else sess["penalties"]
     total = int(state["total"])
     return {
         "total_score": total,
@@ -131,9 +157,12 @@ def score(tx: Tx, cfg: LedgerConfig) -> dict[str, Any]:
         "session_open": bool(sess and sess["open"]),
         "trend": trend(tx, session_id),
         "transactions": int(state["tx_count"]),
-        "verified": bool(chk.is_valid and not state["halted"]),
-        "halted": bool(state["halted"]),
-        "halt_reason": state.get("halt_reason"),
+        "verified": bool(log.ok and chk.is_valid and not state["halted"]),
+        "halted": bool(state["halted"]) or not log.ok,
+        "halt_reason": state.get("halt_reason")
+        or (None if log.ok else f"the log fails verification at position {log.first_bad}"),
+        "next": _next_step(state, chk, log),
+        "log": {"ok": log.ok, "first_bad": log.first_bad, "reason": log.reason},
         "checksum": {
             "calculated_total": chk.calculated_total,
             "stored_total": chk.stored_total,
@@ -142,6 +171,19 @@ def score(tx: Tx, cfg: LedgerConfig) -> dict[str, Any]:
             "last_validated": chk.last_validated,
         },
     }
+
+
+def _next_step(state: dict[str, Any], chk: Any, log: VerifyOutcome) -> str | None:
+    """The way forward to show beside an unverified score."""
+    from plaudit.ledger.halts import log_kind, way_forward
+
+    if not log.ok:
+        return way_forward(log_kind(log))
+    if state["halted"]:
+        return way_forward(state.get("halt_kind"))
+    if not chk.is_valid:
+        return way_forward("checksum")
+    return None
 
 
 def breakdown(tx: Tx) -> dict[str, Any]:
@@ -156,19 +198,26 @@ def breakdown(tx: Tx) -> dict[str, Any]:
                 (sess["session_id"],),
             )
         }
+    # Split by sign, so each side adds up to its total whatever a category holds (an audit
+    # correction or opening balance may carry either sign).
     rewards: dict[str, int] = {}
     penalties: dict[str, int] = {}
     rows = []
-    for cat, ttype, pts, n in tx.fetchall(
-        "SELECT category, type, points, n FROM ledger_categories ORDER BY category"
+    for cat, ttype, pts, pos, neg, n in tx.fetchall(
+        "SELECT category, type, points, pos, neg, n FROM ledger_categories ORDER BY category"
     ):
         pts = int(pts)
-        (rewards if pts >= 0 else penalties)[cat] = pts
+        if int(pos):
+            rewards[cat] = int(pos)
+        if int(neg):
+            penalties[cat] = int(neg)
         rows.append(
             {
                 "category": cat,
                 "type": ttype,
                 "total": pts,
+                "rewards": int(pos),
+                "penalties": int(neg),
                 "session": session_by.get(cat, 0),
                 "lifetime": pts,
                 "count": int(n),
@@ -235,17 +284,8 @@ def incidents(tx: Tx, limit: int = 20) -> list[dict[str, Any]]:
 
 def sessions(tx: Tx) -> list[dict[str, Any]]:
     return [
-        {
-            "session_id": s,
-            "label": label,
-            "started_ms": st,
-            "ended_ms": en,
-            "open": en is None and st is not None,
-            "score": int(total),
-            "transactions": int(n),
-        }
-        for s, label, st, en, total, n in tx.fetchall(
-            "SELECT session, label, started_ms, ended_ms, total, n FROM ledger_sessions"
-            " ORDER BY COALESCE(start_seq, 0), session"
+        _session(row)
+        for row in tx.fetchall(
+            f"SELECT {_SESSION_COLS} FROM ledger_sessions ORDER BY COALESCE(start_seq, 0), session"
         )
     ]

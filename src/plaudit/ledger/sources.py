@@ -28,6 +28,7 @@ class SourceImport(msgspec.Struct):
     missing: list[str]
     appended: int
     unchanged: int
+    removed: int = 0
 
 
 def load_json_file(path: Path) -> Any:
@@ -104,23 +105,32 @@ def records_of(kind: SourceKind, doc: Any, where: str) -> list[tuple[str, dict[s
     return out
 
 
-def source_event(kind: str, key: str, file: str, record: dict[str, Any], ts_ms: int) -> Event:
+def source_event(
+    kind: str, key: str, file: str, record: dict[str, Any], ts_ms: int, after: int | None = None
+) -> Event:
+    """The id holds a digest of the content (an unchanged record is one event) and, for a
+    record that returns after its deletion, the position of that deletion."""
     digest = hashlib.sha256(encode_json(record).encode()).hexdigest()[:16]
+    again = "" if after is None else f":{after}"
     return make_event(
         et.SOURCE,
         {"kind": kind, "key": key, "file": file, "record": record},
-        id=f"ledger-source:{kind}:{key}:{digest}"[:200],
+        id=f"ledger-source:{kind}:{key}:{digest}{again}"[:200],
         source="plaudit.ledger",
         ts_ms=ts_ms,
     )
 
 
-def read_sources(cfg: LedgerConfig, directory: Path, ts_ms: int) -> tuple[list[Event], dict]:
-    """Every source event a memory-bank folder yields, all parsed before anything is written."""
+def read_sources(
+    cfg: LedgerConfig, directory: Path, ts_ms: int
+) -> tuple[list[Event], dict[str, int], dict[str, dict[str, set[str]]]]:
+    """Every source event a memory-bank folder yields, all parsed before anything is written,
+    with the keys each kind's file holds now (to find deleted records)."""
     if not directory.is_dir():
         raise ValidationError("directory", "is not a directory", where=str(directory))
     events: list[Event] = []
     files: dict[str, int] = {}
+    held: dict[str, dict[str, set[str]]] = {}
     for kind in cfg.sources.values():
         path = directory / kind.file
         if not path.exists():
@@ -128,13 +138,40 @@ def read_sources(cfg: LedgerConfig, directory: Path, ts_ms: int) -> tuple[list[E
         doc = load_json_file(path)
         recs = records_of(kind, doc, str(path))
         files[kind.file] = files.get(kind.file, 0) + len(recs)
+        held[kind.name] = {"keys": {k for k, _ in recs}}
         events.extend(source_event(kind.name, k, kind.file, r, ts_ms) for k, r in recs)
-    return events, files
+    return events, files, held
 
 
 def lookup(tx: Tx, kind: str, key: str) -> dict[str, Any] | None:
-    row = tx.fetchone("SELECT record FROM ledger_sources WHERE kind = ? AND key = ?", (kind, key))
+    """The current version of a source record; None when absent or deleted from its file."""
+    row = tx.fetchone(
+        "SELECT record FROM ledger_sources WHERE kind = ? AND key = ? AND deleted = 0", (kind, key)
+    )
     return None if row is None else msgspec.json.decode(row[0])
+
+
+def removal_events(tx: Tx, files: dict[str, dict[str, set[str]]], ts_ms: int) -> list[Event]:
+    """Records the ledger knows that a re-read file no longer holds: deleted from it.
+
+    `files` maps each kind whose file was read to the keys it now holds; a file that was not
+    found deletes nothing (it may simply live elsewhere)."""
+    out: list[Event] = []
+    for kind, info in files.items():
+        for key, file, seq in tx.fetchall(
+            "SELECT key, file, seq FROM ledger_sources WHERE kind = ? AND deleted = 0", (kind,)
+        ):
+            if key not in info["keys"]:
+                out.append(
+                    make_event(
+                        et.SOURCE_REMOVED,
+                        {"kind": kind, "key": key, "file": file},
+                        id=f"ledger-source-removed:{kind}:{key}:{seq}"[:200],
+                        source="plaudit.ledger",
+                        ts_ms=ts_ms,
+                    )
+                )
+    return out
 
 
 def cross_reference(cat: Category, kind: str, key: str, record: dict[str, Any] | None) -> None:
@@ -150,6 +187,22 @@ def cross_reference(cat: Category, kind: str, key: str, record: dict[str, Any] |
                 f"{kind}:{key} must have {field} = {json.dumps(want)} for category {cat.name} "
                 f"(it has {json.dumps(record.get(field))})",
             )
+    for field, text in cat.requires_match.items():
+        if not _mentions(record.get(field), text):
+            raise ValidationError(
+                "source",
+                f"{kind}:{key} has no {field} containing {json.dumps(text)}, which category "
+                f"{cat.name} needs",
+            )
+    if cat.requires_nonempty and not any(
+        _nonempty_list(record.get(f)) for f in cat.requires_nonempty
+    ):
+        fields = " or ".join(cat.requires_nonempty)
+        raise ValidationError(
+            "source",
+            f"{kind}:{key} must have a non-empty {fields} for category {cat.name} "
+            "(an MCP chain with no calls earns nothing)",
+        )
     for field, least in cat.requires_min.items():
         have = record.get(field)
         if not isinstance(have, int | float) or isinstance(have, bool) or have < least:
@@ -160,44 +213,100 @@ def cross_reference(cat: Category, kind: str, key: str, record: dict[str, Any] |
             )
 
 
+def _mentions(value: Any, text: str) -> bool:
+    if isinstance(value, str):
+        return text in value
+    return isinstance(value, list) and any(isinstance(v, str) and text in v for v in value)
+
+
+def _nonempty_list(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > 0
+
+
+def declared_points(cfg: LedgerConfig, kind: str, record: Mapping[str, Any]) -> int | None:
+    """What a source record says the ledger should hold for it: its declared field, else what
+    its trigger owes (seed 003: "Pattern successfully applied" observations, MCP calls made),
+    else None (it declares nothing)."""
+    sk = cfg.sources.get(kind)
+    if sk is None:
+        return None
+    if sk.declared:
+        value = record.get(sk.declared)
+        if type(value) is int:
+            return value
+    cat = cfg.categories.get(sk.trigger_category or "")
+    if cat is None:
+        return None
+    if sk.trigger_observation:
+        obs = record.get("observations")
+        hits = (
+            sum(isinstance(o, str) and sk.trigger_observation in o for o in obs)
+            if isinstance(obs, list)
+            else 0
+        )
+        return hits * cat.points
+    if sk.trigger_calls:
+        return cat.points if any(_nonempty_list(record.get(f)) for f in sk.trigger_calls) else 0
+    return None
+
+
+def kind_sign(cfg: LedgerConfig, kind: str) -> int:
+    """The sign of what a kind's records declare: penalties for mistakes, rewards otherwise."""
+    sk = cfg.sources.get(kind)
+    name = sk.trigger_category or sk.recovery_category if sk is not None else None
+    cat = cfg.categories.get(name or "")
+    return -1 if cat is not None and cat.type == "penalty" else 1
+
+
 def reconcile_rows(tx: Tx, cfg: LedgerConfig) -> dict[str, Any]:
-    """Compare, per source record, what it declares with what the ledger holds for it."""
-    sums: dict[tuple[str, str], tuple[int, int]] = {}
-    for kind, sid, pos, neg in tx.fetchall(
-        "SELECT source_kind, source_id,"
-        " COALESCE(SUM(CASE WHEN points > 0 THEN points ELSE 0 END), 0),"
-        " COALESCE(SUM(CASE WHEN points < 0 THEN points ELSE 0 END), 0)"
-        " FROM ledger_tx WHERE source_kind IS NOT NULL GROUP BY source_kind, source_id"
-    ):
-        sums[(kind, sid)] = (int(pos), int(neg))
+    """Compare, per source record, what it declares with what the ledger holds for it.
+
+    Reads the per-record sums the projection keeps, so its cost grows with the number of source
+    records, not of transactions. A record deleted from its file (found by `import_sources`)
+    declares nothing any more: what the ledger holds for it is a mismatch."""
+    sums: dict[tuple[str, str], tuple[int, int, int]] = {
+        (k, i): (int(pos), int(neg), int(corr))
+        for k, i, pos, neg, corr in tx.fetchall(
+            "SELECT kind, key, pos, neg, corr FROM ledger_source_sums"
+        )
+    }
     records: list[dict[str, Any]] = []
     by_kind: dict[str, dict[str, int]] = {}
     seen: set[tuple[str, str]] = set()
-    for kind, key, record_text in tx.fetchall(
-        "SELECT kind, key, record FROM ledger_sources ORDER BY kind, key"
+    for kind, key, record_text, deleted in tx.fetchall(
+        "SELECT kind, key, record, deleted FROM ledger_sources ORDER BY kind, key"
     ):
         seen.add((kind, key))
         record = msgspec.json.decode(record_text)
-        sk = cfg.sources.get(kind)
-        declared = record.get(sk.declared) if sk is not None and sk.declared else None
-        pos, neg = sums.get((kind, key), (0, 0))
-        agg = by_kind.setdefault(kind, {"records": 0, "declared": 0, "ledger": 0, "mismatched": 0})
-        agg["records"] += 1
-        agg["ledger"] += pos + neg
-        if type(declared) is not int:
-            status, held, diff = "undeclared", pos + neg, None
+        pos, neg, corr = sums.get((kind, key), (0, 0, 0))
+        agg = by_kind.setdefault(
+            kind, {"records": 0, "declared": 0, "ledger": 0, "mismatched": 0, "deleted": 0}
+        )
+        if deleted:
+            held = pos + neg + corr
+            agg["deleted"] += 1
+            if held == 0:
+                continue
+            status, declared, diff = "deleted", 0, -held
         else:
-            held = neg if declared < 0 else pos
-            diff = declared - held
-            agg["declared"] += declared
-            if diff == 0:
-                status = "ok"
-            elif (declared < 0 and diff < 0) or (declared > 0 and diff > 0):
-                status = "missing"
+            agg["records"] += 1
+            declared = declared_points(cfg, kind, record)
+            sign = -1 if declared is not None and declared < 0 else kind_sign(cfg, kind)
+            held = (neg if sign < 0 else pos) + corr
+            if declared is None:
+                status, diff = "undeclared", None
             else:
-                status = "excess"
-            if status != "ok":
-                agg["mismatched"] += 1
+                diff = declared - held
+                agg["declared"] += declared
+                if diff == 0:
+                    status = "ok"
+                elif (diff < 0) == (sign < 0):
+                    status = "missing"
+                else:
+                    status = "excess"
+        agg["ledger"] += held
+        if status not in ("ok", "undeclared"):
+            agg["mismatched"] += 1
         records.append(
             {
                 "kind": kind,
@@ -208,27 +317,33 @@ def reconcile_rows(tx: Tx, cfg: LedgerConfig) -> dict[str, Any]:
                 "status": status,
             }
         )
-    orphans = [f"{k}:{s}" for (k, s) in sums if (k, s) not in seen]
-    unsourced = tx.fetchone(
-        "SELECT COALESCE(SUM(points), 0), COUNT(*) FROM ledger_tx WHERE source_kind IS NULL"
-    )
-    assert unsourced is not None
-    mismatches = [r for r in records if r["status"] in ("missing", "excess")]
+    orphans = [f"{k}:{i}" for (k, i), v in sums.items() if (k, i) not in seen and any(v)]
+    state = tx.fetchone("SELECT unsourced_points, unsourced_count FROM ledger_state WHERE one = 1")
+    mismatches = [r for r in records if r["status"] in ("missing", "excess", "deleted")]
     return {
         "ok": not mismatches and not orphans,
         "by_kind": by_kind,
         "mismatches": mismatches,
         "records": records,
         "orphans": orphans,
-        "unsourced_points": int(unsourced[0]),
-        "unsourced_transactions": int(unsourced[1]),
+        "unsourced_points": int(state[0]) if state else 0,
+        "unsourced_transactions": int(state[1]) if state else 0,
     }
 
 
 def recovery_category(cfg: LedgerConfig, kind: str, record: Mapping[str, Any], diff: int) -> str:
-    """The record's own `ledger_category` when it fits the sign, else the kind's default."""
-    own = record.get("ledger_category")
-    for name in (own, cfg.sources[kind].recovery_category if kind in cfg.sources else None):
+    """The category a recovery is booked under: the record's own `ledger_category`, else its
+    category field (mapped through `category_map`, or a category of the same name), else the
+    trigger's or the kind's default; the first that fits the sign of `diff`."""
+    sk = cfg.sources.get(kind)
+    own_field = record.get(sk.category_field) if sk is not None and sk.category_field else None
+    mapped = sk.category_map.get(own_field, own_field) if isinstance(own_field, str) else None
+    for name in (
+        record.get("ledger_category"),
+        mapped,
+        sk.trigger_category if sk is not None else None,
+        sk.recovery_category if sk is not None else None,
+    ):
         cat = cfg.categories.get(name) if isinstance(name, str) else None
         if cat is not None and (cat.type == "reward") == (diff > 0):
             return cat.name

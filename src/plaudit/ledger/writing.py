@@ -19,6 +19,14 @@ from plaudit.ids import uuid7
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig
+from plaudit.ledger.halts import (
+    halted_error,
+    log_failure_message,
+    log_kind,
+    record_halt,
+    way_forward,
+)
+from plaudit.ledger.integrity import log_verified
 from plaudit.ledger.models import TX_COLUMNS, Transaction, iso, tx_from_row
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.sources import cross_reference, lookup
@@ -42,17 +50,12 @@ class Pending:
     id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     verified: bool | None = None  # None: decided by the source cross-reference
+    #: An import matches a committed transaction of the same id on category and points only
+    #: (its action and source may be rewritten by the export it came from).
+    loose: bool = False
 
 
 Build = Callable[[Tx, dict[str, Any]], tuple[list[Pending], list[Event]]]
-
-
-def halted_error(state: dict[str, Any]) -> IntegrityError:
-    since = iso(int(state["halted_ms"])) if state.get("halted_ms") else "an earlier check"
-    return IntegrityError(
-        f"the ledger is halted since {since}: {state.get('halt_reason') or 'unknown reason'}. "
-        "Run `plaudit ledger audit` to recalculate, correct and resume."
-    )
 
 
 def system_spec(category: str, points: int, action: str, **kw: Any) -> Spec:
@@ -114,8 +117,12 @@ class LedgerWriter:
         force: bool = False,
         force_checkpoint: bool = False,
     ) -> list[Transaction]:
-        """Run `build` under the write lock and append what it returns, atomically."""
-        halt: IntegrityError | None = None
+        """Run `build` under the write lock and append what it returns, atomically.
+
+        With `check`, nothing is written unless the log verifies (`log_verified`) and the
+        stored totals pass the quick checksum; a failure records a halt (in a transaction of
+        its own, after this one is rolled back) and raises with the way forward."""
+        halt: tuple[str, str, str, dict[str, Any]] | None = None
         out: list[Transaction] = []
         with self.p.log.writer() as w:
             tx = w.tx
@@ -125,23 +132,33 @@ class LedgerWriter:
             if state is not None and state["halted"] and not force:
                 raise halted_error(state)
             if check:
-                chk = quick_checksum(tx, state)
-                if not chk.is_valid:
-                    reason = f"checksum mismatch: {chk.reason}"
-                    w.append_batch(
-                        [
-                            make_event(et.HALT, {"reason": reason}, source="plaudit.ledger"),
-                            make_event(
-                                et.INCIDENT,
-                                {"kind": "checksum_mismatch", "checksum": to_builtins(chk)},
-                                source="plaudit.ledger",
-                            ),
-                        ]
+                outcome = log_verified(self.p)
+                if not outcome.ok:
+                    kind = log_kind(outcome)
+                    halt = (
+                        kind,
+                        f"the log fails verification at position {outcome.first_bad}: "
+                        f"{outcome.reason}",
+                        log_failure_message(outcome),
+                        {
+                            "log": to_builtins(outcome),
+                            # what was acknowledged, kept in case the damage took the tail
+                            "stored": None
+                            if state is None
+                            else {"total": state["total"], "tx_count": state["tx_count"]},
+                        },
                     )
-                    halt = IntegrityError(
-                        f"the ledger halted on a {reason}. Nothing was recorded. Run "
-                        "`plaudit ledger audit` to recalculate, correct and resume."
-                    )
+                else:
+                    chk = quick_checksum(tx, state)
+                    if not chk.is_valid:
+                        reason = f"checksum mismatch: {chk.reason}"
+                        halt = (
+                            "checksum",
+                            reason,
+                            f"recording halted on a {reason}. Nothing was recorded. Next: "
+                            f"{way_forward('checksum')}.",
+                            {"checksum": to_builtins(chk)},
+                        )
             if halt is None:
                 state = state or read_state(tx)
                 assert state is not None
@@ -160,7 +177,9 @@ class LedgerWriter:
                 if check or force_checkpoint:  # only a verified state becomes a checkpoint
                     self.maybe_checkpoint(w, after, force=force_checkpoint)
         if halt is not None:
-            raise halt
+            kind, reason, message, detail = halt
+            record_halt(self.p, kind, reason, detail)
+            raise IntegrityError(message)
         return out
 
     def _append(
@@ -195,7 +214,8 @@ class LedgerWriter:
             row = existing.get(p.id)
             if row is not None:
                 src = None if row[7] is None else (row[7], row[8])
-                if (row[4], int(row[5]), row[6], src) != s.intent():
+                have = (row[4], int(row[5]), row[6], src)
+                if have[: 2 if p.loose else 4] != s.intent()[: 2 if p.loose else 4]:
                     raise ConflictError(
                         p.id, f"transaction key {p.id!r} was already used for a different one"
                     )

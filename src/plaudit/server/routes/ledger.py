@@ -1,9 +1,9 @@
 """`/v1/ledger/...`: record, score, verify and audit the reward ledger over HTTP.
 
 Request models check shapes; the library checks meaning (unknown category, wrong sign, missing
-source) and its errors propagate to the app's handlers as 4xx bodies. While the server runs,
-reconciliation happens after every 10 transactions (checked after each write) and hourly (a
-background thread started by this router's lifespan).
+source) and its errors propagate to the app's handlers as 4xx bodies. The automatic work after a
+write (reconcile every N transactions, backups, reports) runs inside the library; this router's
+lifespan adds the timed pass (hourly reconcile, reports, the weekly audit) while the server runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from fastapi import APIRouter, Depends, FastAPI, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
-from plaudit.errors import PlauditError
 from plaudit.events import MAX_ID_LEN, MAX_NAME_LEN
 from plaudit.ledger.spec import MAX_ACTION_LEN, MAX_POINTS
 from plaudit.server.deps import get_plaudit, require_write
@@ -32,13 +31,13 @@ RECONCILE_CHECK_S = 60.0
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Hourly reconciliation while the server runs."""
-    from plaudit.ledger.scheduler import start_reconcile_thread
+    """The ledger's timed work while the server runs (what `plaudit ledger watch` runs)."""
+    from plaudit.ledger.scheduler import start_scheduler_thread
 
     p = getattr(app.state, "plaudit", None)
     stop = threading.Event()
     if p is not None:
-        start_reconcile_thread(p, interval_s=RECONCILE_CHECK_S, stop=stop)
+        start_scheduler_thread(p, interval_s=RECONCILE_CHECK_S, stop=stop)
     try:
         yield
     finally:
@@ -80,21 +79,11 @@ class ReconcileIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     recover: StrictBool = False
+    correct: StrictBool = False
 
 
 def _plain(value: Any) -> Any:
     return msgspec.to_builtins(value)
-
-
-def _after_write(p: Plaudit) -> None:
-    """Every 10 transactions: reconcile. The write is already committed, so a failure here is
-    logged and never turns its response into an error."""
-    try:
-        p.ledger.maybe_reconcile()
-    except PlauditError as exc:
-        log.warning("ledger reconcile after a write failed: %s", exc)
-    except Exception:
-        log.exception("ledger reconcile after a write failed unexpectedly")
 
 
 def _items(body: RecordIn) -> dict[str, Any]:
@@ -103,15 +92,12 @@ def _items(body: RecordIn) -> dict[str, Any]:
 
 @router.post("/record", dependencies=[Depends(require_write)])
 def record(body: RecordIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
-    t = p.ledger.record(**_items(body))
-    _after_write(p)
-    return _plain(t)
+    return _plain(p.ledger.record(**_items(body)))
 
 
 @router.post("/record-batch", dependencies=[Depends(require_write)])
 def record_batch(body: BatchIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
     txs = p.ledger.record_batch([_items(t) for t in body.transactions])
-    _after_write(p)
     return {"recorded": len(txs), "transactions": _plain(txs)}
 
 
@@ -177,7 +163,7 @@ def session_end(body: SessionIn, p: Plaudit = Depends(get_plaudit)) -> dict[str,
 @router.post("/audit", dependencies=[Depends(require_write)])
 def audit(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
     """The six-step audit. The export step records the head digest (no server-side file)."""
-    return p.ledger.audit()
+    return _plain(p.ledger.audit())
 
 
 @router.post("/reconcile", dependencies=[Depends(require_write)])
@@ -188,7 +174,18 @@ def reconcile(
     out = p.ledger.reconcile()
     if body is not None and body.recover:
         out["recovery"] = p.ledger.recover_missing()
-    return out
+        out.update({k: out["recovery"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+    if body is not None and body.correct:
+        out["correction"] = p.ledger.correct()
+        out.update({k: out["correction"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+    return _plain(out)
+
+
+@router.post("/recover", dependencies=[Depends(require_write)])
+def recover(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
+    """Repair the stored totals from the log; lifts the halt once the ledger is whole, else
+    `remaining` says what is left and how to move on."""
+    return p.ledger.recover()
 
 
 @router.post("/checkpoint", dependencies=[Depends(require_write)])
@@ -198,9 +195,7 @@ def checkpoint(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B0
 
 @router.post("/apply-rules", dependencies=[Depends(require_write)])
 def apply_rules(p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
-    out = p.ledger.apply_rules()
-    _after_write(p)
-    return out
+    return p.ledger.apply_rules()
 
 
 @router.get("/report")

@@ -1,0 +1,255 @@
+"""Source records in, and the ledger reconciled against them (seed 003, "Balance
+Reconciliation"): a mismatch opens an incident and, in `halt` mode, halts recording until a
+clean reconciliation lifts it. Recovery books what the ledger is missing under the record's own
+category and date; correction reverses what it holds in excess or for deleted records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plaudit.events import encode_json, make_event
+from plaudit.ids import now_ms
+from plaudit.ledger import eventtypes as et
+from plaudit.ledger.config import LedgerConfig
+from plaudit.ledger.halts import way_forward
+from plaudit.ledger.sources import (
+    SourceImport,
+    lookup,
+    read_sources,
+    reconcile_rows,
+    recovery_category,
+    removal_events,
+    source_event,
+)
+from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
+from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
+
+if TYPE_CHECKING:
+    from plaudit.core import Plaudit
+
+_LISTED = 100  # mismatches kept in an event payload
+
+
+def import_sources(
+    p: Plaudit, cfg: LedgerConfig, directory: str | os.PathLike[str]
+) -> SourceImport:
+    """Read the memory-bank files, then append new and changed records and the removal of
+    records a re-read file no longer holds, in one batch."""
+    d = Path(directory)
+    ts = now_ms()
+    events, files, held = read_sources(cfg, d, ts)
+    missing = sorted({k.file for k in cfg.sources.values()} - set(files))
+    removed = 0
+    with p.log.writer() as w:
+        head_seq, _ = w.head()
+        p.log.projections.ensure_named(w.tx, "ledger", head_seq)
+        gone = removal_events(w.tx, held, ts)
+        # A record that comes back after its deletion is a new version (a fresh id).
+        deleted = {
+            (k, key): int(seq)
+            for k, key, seq in w.tx.fetchall(
+                "SELECT kind, key, seq FROM ledger_sources WHERE deleted = 1"
+            )
+        }
+        batch = []
+        for ev in events:
+            back = deleted.get((ev.payload["kind"], ev.payload["key"]))
+            if back is not None:
+                pl = ev.payload
+                ev = source_event(pl["kind"], pl["key"], pl["file"], pl["record"], ts, back)
+            batch.append(ev)
+        result = w.append_batch([*batch, *gone]) if batch or gone else None
+        removed = len(gone)
+    appended = 0 if result is None else result.appended - removed
+    return SourceImport(
+        directory=str(d),
+        files=files,
+        missing=missing,
+        appended=appended,
+        unchanged=0 if result is None else result.present,
+        removed=removed,
+    )
+
+
+def _digest(mismatches: list[dict[str, Any]], orphans: list[str]) -> str:
+    return hashlib.sha256(encode_json([mismatches, orphans]).encode()).hexdigest()[:16]
+
+
+def reconcile(
+    p: Plaudit,
+    cfg: LedgerConfig,
+    writer: LedgerWriter,
+    *,
+    sources_dir: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Ledger sums per source record against what each record declares. A mismatch opens an
+    incident (once per distinct set of mismatches) and, with `on_mismatch = "halt"`, halts
+    recording; a clean result lifts a reconciliation halt."""
+    if sources_dir is None:
+        sources_dir = cfg.schedule.sources_dir
+    imported = None
+    if sources_dir is not None:
+        imported = import_sources(p, cfg, sources_dir)
+    mode = cfg.schedule.on_mismatch
+    out: dict[str, Any] = {}
+
+    def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+        out.update(reconcile_rows(tx, cfg))
+        digest = _digest(out["mismatches"], out["orphans"])
+        last = LogView(tx).last_payload(et.RECONCILE)
+        summary = {
+            "ok": out["ok"],
+            "tx_count": int(state["tx_count"]),
+            "digest": digest,
+            "mismatches": out["mismatches"][:_LISTED],
+            "orphans": out["orphans"][:_LISTED],
+        }
+        extras = [make_event(et.RECONCILE, summary, source="plaudit.ledger")]
+        halted_here = bool(state["halted"]) and state.get("halt_kind") == "reconcile"
+        out["halted"] = bool(state["halted"])
+        if not out["ok"]:
+            changed = last is None or last[1].get("digest") != digest
+            if changed or (mode == "halt" and not state["halted"]):
+                extras.append(
+                    make_event(
+                        et.INCIDENT,
+                        {
+                            "kind": "reconcile_mismatch",
+                            "mode": mode,
+                            "mismatches": out["mismatches"][:_LISTED],
+                            "orphans": out["orphans"][:_LISTED],
+                        },
+                        source="plaudit.ledger",
+                    )
+                )
+            if mode == "halt" and not state["halted"]:
+                n = len(out["mismatches"]) + len(out["orphans"])
+                extras.append(
+                    make_event(
+                        et.HALT,
+                        {
+                            "reason": f"reconciliation found {n} mismatched source records",
+                            "kind": "reconcile",
+                        },
+                        source="plaudit.ledger",
+                    )
+                )
+                out["halted"] = True
+        elif halted_here:
+            extras.append(make_event(et.RESUME, {"after": "reconcile"}, source="plaudit.ledger"))
+            out["halted"] = False
+            out["resumed"] = True
+        return [], extras
+
+    writer.commit(build, check=False, force=True)
+    out["mode"] = mode
+    if imported is not None:
+        out["sources"] = imported
+    if not out["ok"]:
+        out["next"] = way_forward("reconcile")
+    return out
+
+
+def _when(record: dict[str, Any], field: str | None) -> int | None:
+    """A record's own date (e.g. a mistake's `occurred_at`) in ms, when it has a valid one."""
+    value = record.get(field) if field else None
+    if not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None
+    return int(dt.timestamp() * 1000)
+
+
+def _book(
+    cfg: LedgerConfig,
+    writer: LedgerWriter,
+    statuses: tuple[str, ...],
+    pending: Callable[[Tx, dict[str, Any]], Pending],
+    incident: str,
+) -> list[Any]:
+    """One transaction per mismatched record of the given statuses, with one incident listing
+    them, in one atomic write."""
+    listed: list[dict[str, Any]] = []
+
+    def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+        pendings = []
+        for m in reconcile_rows(tx, cfg)["mismatches"]:
+            if m["status"] in statuses:
+                pendings.append(pending(tx, m))
+                listed.append({**m, "category": pendings[-1].spec.category})
+        extras = []
+        if pendings:
+            extras.append(
+                make_event(
+                    et.INCIDENT,
+                    {"kind": incident, "records": listed[:_LISTED]},
+                    source="plaudit.ledger",
+                )
+            )
+        return pendings, extras
+
+    return writer.commit(build, force=True)
+
+
+def recover_missing(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict[str, Any]:
+    """Missing transactions: for every record the ledger holds too little for, a `recovery`
+    transaction for the difference, in the record's own category, dated by the record."""
+
+    def pending(tx: Tx, m: dict[str, Any]) -> Pending:
+        record = lookup(tx, m["kind"], m["key"]) or {}
+        diff = int(m["difference"])
+        cat = recovery_category(cfg, m["kind"], record, diff)
+        sk = cfg.sources.get(m["kind"])
+        spec = system_spec(
+            cat,
+            diff,
+            f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
+            f"the ledger held {m['ledger']}",
+            source=(m["kind"], m["key"]),
+            ts_ms=_when(record, sk.date_field if sk is not None else None),
+        )
+        spec = type(spec)(**{**spec.__dict__, "type": cfg.categories[cat].type})
+        return Pending(
+            spec,
+            kind="recovery",
+            id=f"recovery:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
+            verified=True,
+        )
+
+    txs = _book(cfg, writer, ("missing",), pending, "missing_transaction")
+    return {"recovered": len(txs), "transactions": [t.to_dict() for t in txs]}
+
+
+def correct_excess(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict[str, Any]:
+    """What the ledger holds beyond a record's declaration, or for a deleted record, is
+    reversed by an `audit_correction` referencing the record (the transactions themselves
+    stay: the log is append-only)."""
+
+    def pending(tx: Tx, m: dict[str, Any]) -> Pending:
+        spec = system_spec(
+            "audit_correction",
+            int(m["difference"]),
+            f"correction: {m['kind']}:{m['key']} ({m['status']}) declares "
+            f"{m['declared']}, the ledger held {m['ledger']}",
+            source=(m["kind"], m["key"]),
+        )
+        return Pending(
+            spec,
+            kind="audit",
+            id=f"correction:{m['kind']}:{m['key']}:{m['ledger']}:{m['declared']}"[:200],
+            verified=True,
+        )
+
+    txs = _book(cfg, writer, ("excess", "deleted"), pending, "reconcile_correction")
+    return {"corrected": len(txs), "transactions": [t.to_dict() for t in txs]}
