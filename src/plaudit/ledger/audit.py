@@ -113,7 +113,7 @@ def _remaining(p: Plaudit, cfg: LedgerConfig, tx: Tx, outcome: Any) -> list[dict
 def recover(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
     """Repair what can be repaired from the log, record an incident only for a repair that
     happened, and lift the halt once nothing remains; otherwise say exactly what remains."""
-    outcome = log_verified(p)
+    outcome = log_verified(p, full=True)
     if not outcome.ok and log_kind(outcome) == "log_extra":  # this store takes no write at all
         kind = log_kind(outcome)
         return {
@@ -291,7 +291,7 @@ def audit(
         "orphans": rec["orphans"][:100],
     }
     # 6. resume, unless something remains: then the ledger is halted again, with its reason.
-    outcome = log_verified(p)
+    outcome = log_verified(p, full=True)
     with p.backend.read() as tx:
         remaining = _remaining(p, cfg, tx, outcome)
     if remaining and not any(r["kind"] == "reconcile" for r in remaining):

@@ -38,11 +38,11 @@ def log_verified(p: Plaudit, *, full: bool = False) -> VerifyOutcome:
     `verified` flag (so the CLI, HTTP and the dashboard), `verify()` and the audit all call
     this, so the ledger is never shown verified while `plaudit log verify` fails.
 
-    Today both forms verify the whole chain. `full=False` is the form to make incremental
-    (from the log's last verified checkpoint) once the log offers it; `full=True` must keep
-    checking every position.
+    `full=False` (the write path, `score()`'s flag) is the log's incremental verify: from the
+    newest checkpoint an earlier verify confirmed, so its cost follows what is new. `full=True`
+    (`ledger verify`, the audit) re-checks every position.
     """
-    r = p.log.verify()
+    r = p.log.verify(full=full)
     return VerifyOutcome(
         ok=r.ok,
         length=r.length,
@@ -141,7 +141,8 @@ def verify(p: Plaudit, *, full: bool = False, locate_on_failure: bool = True) ->
     When the whole chain verifies, nothing before the newest checkpoint can have changed since
     it was written, so the recalculation starts from that checkpoint (`full=True` sums every
     transaction from the start instead; a broken chain always does)."""
-    log_report = log_verified(p, full=full)
+    # An explicit verify re-checks the whole log; `full` decides where the sums start.
+    log_report = log_verified(p, full=True)
     with p.backend.read() as tx:
         state = read_state(tx)
         base = None

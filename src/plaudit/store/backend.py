@@ -175,6 +175,10 @@ class Backend(ABC):
         with self.write() as tx:
             yield tx
 
+    @abstractmethod
+    def in_write(self) -> bool:
+        """True while this thread is inside a write transaction of this backend."""
+
     def wait_for_lease(self, timeout: float) -> None:
         """Wait until the current lease holder has finished (or `timeout` seconds)."""
         import time

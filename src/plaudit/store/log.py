@@ -877,12 +877,15 @@ class EventLog:
     def _confirm(self, size: int) -> None:
         """Remember that the checkpoint of `size` events checked out, so the next verify can
         start there. A store this process cannot write to just verifies in full next time."""
+        sql = "UPDATE plaudit_checkpoints SET verified_ms = ? WHERE size = ?"
         try:
+            if self.backend.in_write():
+                # Verify ran inside a writer (the ledger's write path): mark it there.
+                with self.backend.read() as tx:
+                    tx.execute(sql, (now_ms(), size))
+                return
             with self.backend.write() as tx:
-                tx.execute(
-                    "UPDATE plaudit_checkpoints SET verified_ms = ? WHERE size = ?",
-                    (now_ms(), size),
-                )
+                tx.execute(sql, (now_ms(), size))
         except PlauditError:
             pass
 

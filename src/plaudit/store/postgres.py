@@ -322,6 +322,9 @@ class PostgresBackend(Backend):
         conn = self.connection()
         conn.execute(WAIT_LEASE_SQL).fetchone()
 
+    def in_write(self) -> bool:
+        return bool(getattr(self._local, "in_write", False))
+
     @staticmethod
     def _end(conn: Any, word: str) -> None:
         with suppress(Exception):

@@ -213,6 +213,10 @@ class SqliteBackend(Backend):
                 os.close(self._lock_fd)
             self._lock_fd = None
 
+    def in_write(self) -> bool:
+        conn = getattr(self._local, "conn", None)
+        return conn is not None and conn.in_transaction and self._write_turn._is_owned()  # type: ignore[attr-defined]
+
     @contextmanager
     def read(self) -> Iterator[SqliteTx]:
         conn = self.connection()
