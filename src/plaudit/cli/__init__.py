@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "savings": "plaudit.cli.bandit:savings",
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
+    "otel": "plaudit.cli.otel:otel",
     "demo": "plaudit.cli.demo:demo",
 }
 

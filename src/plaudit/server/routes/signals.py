@@ -45,7 +45,7 @@ def _confine(request: Request, field: str, value: str | None) -> str | None:
     root = FsPath(root_setting).expanduser().resolve()
     target = (root / value).resolve()
     if not target.is_relative_to(root):
-        raise ValidationError(field, f"must stay inside the export root {str(root)!r}")
+        raise ValidationError(field, "must stay inside the export root")
     return str(target)
 
 
