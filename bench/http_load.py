@@ -107,17 +107,28 @@ class Serve:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+        self.cpu_at_start = 0.0
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit(f"plaudit serve exited:\n{self.output()}")
             try:
                 if httpx2.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                    self.cpu_at_start = self.cpu_seconds()
                     return
             except httpx2.HTTPError:
                 time.sleep(0.1)
         self.stop()
         raise SystemExit("plaudit serve did not start within 30 s")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far (Linux: /proc), else NaN."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def output(self) -> str:
         self.log.seek(0)
@@ -245,6 +256,7 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
     srv = Serve(db, *(["--durability", args.durability] if backend == "sqlite" else []))
     try:
         result = asyncio.run(drive(srv.url, args.rate, args.duration, args.drain))
+        result["server_cpu_s"] = round(srv.cpu_seconds() - srv.cpu_at_start, 2)
     finally:
         srv.stop()
         if backend == "postgres":
@@ -282,7 +294,15 @@ def main() -> None:
             print(f"{backend} run {n + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
         med = {
             k: statistics.median(r[k] for r in runs)
-            for k in ("p50_ms", "p99_ms", "max_ms", "p50_send_ms", "p99_send_ms", "achieved_rate")
+            for k in (
+                "p50_ms",
+                "p99_ms",
+                "max_ms",
+                "p50_send_ms",
+                "p99_send_ms",
+                "achieved_rate",
+                "server_cpu_s",
+            )
         }
         label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
         summary.append(
@@ -299,14 +319,14 @@ def main() -> None:
         return
     print(
         "| backend | runs | requests | errors | rate (req/s) | p50 ms | p99 ms | max ms "
-        "| p99 from send ms |"
+        "| p99 from send ms | server CPU s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         print(
             f"| {s['backend']} | {s['runs']} | {s['requests']} | {s['errors']} "
             f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
-            f"| {s['p99_send_ms']} |"
+            f"| {s['p99_send_ms']} | {s['server_cpu_s']} |"
         )
 
 

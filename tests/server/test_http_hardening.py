@@ -254,3 +254,15 @@ def test_path_hider_keeps_what_is_not_a_server_path(tmp_path: Path) -> None:
     assert hide("GET /v1/log/head?x=1") == "GET /v1/log/head?x=1"
     assert hide("http://host/usr/x") == "http://host/usr/x"
     assert hide({"m": ["C:\\Users\\me", 3]}) == {"m": [SERVER_PATH, 3]}
+
+
+def test_run_server_refuses_a_public_host_for_an_app_without_a_token(sqlite_pl: Plaudit) -> None:
+    """The embedder's other path: an app built without `host`, then run on a public address."""
+    from plaudit.server.run import run_server
+    from plaudit.server.timeouts import Timeouts
+
+    with pytest.raises(ConfigError, match="without a token"):
+        run_server(create_app(sqlite_pl), host="0.0.0.0", port=1)
+    for bad in (0, -1, float("nan"), float("inf"), True, "5", 100_000):
+        with pytest.raises(ConfigError, match="seconds"):
+            Timeouts(idle=bad)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from functools import lru_cache
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -36,8 +37,13 @@ def peer_kind(scope: Scope) -> str:
     client = scope.get("client")
     if not client:
         return "socket"
+    return _address_kind(str(client[0]))
+
+
+@lru_cache(maxsize=4096)  # a server sees the same few peers over and over
+def _address_kind(host: str) -> str:
     try:
-        address = ipaddress.ip_address(str(client[0]).partition("%")[0])
+        address = ipaddress.ip_address(host.partition("%")[0])
     except ValueError:
         return "in-process"
     if address.is_loopback:
