@@ -266,3 +266,22 @@ def test_run_server_refuses_a_public_host_for_an_app_without_a_token(sqlite_pl: 
     for bad in (0, -1, float("nan"), float("inf"), True, "5", 100_000):
         with pytest.raises(ConfigError, match="seconds"):
             Timeouts(idle=bad)  # type: ignore[arg-type]
+
+
+def test_export_and_audit_answers_name_files_below_the_export_root(
+    sqlite_pl: Plaudit, tmp_path: Path
+) -> None:
+    root = tmp_path / "exports"
+    root.mkdir()
+    sqlite_pl.signals.decision(
+        decision_id="d1", chosen_task="ai:flow/t", confidence=0.8, user_intent="x", session_id="s"
+    )
+    sqlite_pl.signals.outcome(decision_id="d1", outcome="success", task_executed="ai:flow/t")
+    c = TestClient(create_app(sqlite_pl, export_root=root))
+    r = c.post("/v1/signals/export", json={"output_dir": "out", "max_age_hours": 10**6})
+    assert r.status_code == 200, r.text
+    assert str(tmp_path) not in r.text
+    assert "out/summary.json" in r.text and (root / "out" / "summary.json").exists()
+    r = c.post("/v1/signals/audit", json={"summary_path": "out/summary.json"})
+    assert r.status_code == 200, r.text
+    assert str(tmp_path) not in r.text and "out/audit.json" in r.text
