@@ -107,17 +107,28 @@ class Serve:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+        self.cpu_at_start = 0.0
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit(f"plaudit serve exited:\n{self.output()}")
             try:
                 if httpx2.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                    self.cpu_at_start = self.cpu_seconds()
                     return
             except httpx2.HTTPError:
                 time.sleep(0.1)
         self.stop()
         raise SystemExit("plaudit serve did not start within 30 s")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far (Linux: /proc), else NaN."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            return float("nan")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def output(self) -> str:
         self.log.seek(0)
@@ -223,13 +234,6 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
     }
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def drop_pg_schema(dsn: str) -> None:
     import psycopg
 
@@ -251,13 +255,8 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
         drop_pg_schema(db)
     srv = Serve(db, *(["--durability", args.durability] if backend == "sqlite" else []))
     try:
-        cpu0, load = cpu_seconds(srv.proc.pid), os.getloadavg()[0]
         result = asyncio.run(drive(srv.url, args.rate, args.duration, args.drain))
-        # The server's CPU per answered request holds on a busy machine; wall times do not.
-        result["server_cpu_ms_per_request"] = round(
-            (cpu_seconds(srv.proc.pid) - cpu0) * 1000 / max(result["ok"], 1), 3
-        )
-        result["load"] = round(load, 2)
+        result["server_cpu_s"] = round(srv.cpu_seconds() - srv.cpu_at_start, 2)
     finally:
         srv.stop()
         if backend == "postgres":
@@ -302,8 +301,7 @@ def main() -> None:
                 "p50_send_ms",
                 "p99_send_ms",
                 "achieved_rate",
-                "server_cpu_ms_per_request",
-                "load",
+                "server_cpu_s",
             )
         }
         label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
@@ -321,14 +319,14 @@ def main() -> None:
         return
     print(
         "| backend | runs | requests | errors | rate (req/s) | p50 ms | p99 ms | max ms "
-        "| p99 from send ms | server CPU ms/request | load |"
+        "| p99 from send ms | server CPU s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         print(
             f"| {s['backend']} | {s['runs']} | {s['requests']} | {s['errors']} "
             f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
-            f"| {s['p99_send_ms']} | {s['server_cpu_ms_per_request']} | {s['load']} |"
+            f"| {s['p99_send_ms']} | {s['server_cpu_s']} |"
         )
 
 

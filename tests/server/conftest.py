@@ -26,6 +26,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
+def sqlite_pl(sqlite_url: str) -> Iterator[Plaudit]:
+    p = Plaudit.open(sqlite_url)
+    yield p
+    p.close()
+
+
+@pytest.fixture
 def client(pl: Plaudit) -> Iterator[TestClient]:
     """The full app (every mounted router) over a fresh store, on each backend."""
     with TestClient(create_app(pl)) as c:
@@ -39,13 +46,23 @@ def free_port() -> int:
 
 
 class Server:
-    """A real `plaudit serve` subprocess on a free loopback port."""
+    """A real `plaudit serve` subprocess on a free loopback port; or, given `script`, that
+    Python code run as `python -c script DB PORT ARGS...` (an embedding application)."""
 
-    def __init__(self, db: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, db: str, *args: str, env: dict[str, str] | None = None, script: str | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-c", "import sys; from plaudit.cli import main; sys.exit(main())"]
-        cmd += ["serve", "--db", db, "--port", str(self.port), "--log-level", "warning"]
+        if script is None:
+            cmd = [
+                sys.executable,
+                "-c",
+                "import sys; from plaudit.cli import main; sys.exit(main())",
+            ]
+            cmd += ["serve", "--db", db, "--port", str(self.port), "--log-level", "warning"]
+        else:
+            cmd = [sys.executable, "-c", script, db, str(self.port)]
         self.output = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
         self.proc = subprocess.Popen(
             [*cmd, *args],

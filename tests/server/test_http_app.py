@@ -21,13 +21,6 @@ with warnings.catch_warnings():
 EVENT = {"type": "test.thing.v1", "payload": {"n": 1}}
 
 
-@pytest.fixture
-def sqlite_pl(sqlite_url: str) -> Iterator[Plaudit]:
-    p = Plaudit.open(sqlite_url)
-    yield p
-    p.close()
-
-
 def test_writes_need_the_token_when_one_is_set_reads_do_not(pl: Plaudit) -> None:
     c = TestClient(create_app(pl, token="s3cret"))
     r = c.post("/v1/log/append", json=EVENT)

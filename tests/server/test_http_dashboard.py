@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 import re
 import shutil
@@ -73,7 +75,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1360, "height": 1000})
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: m.type == "error" and errors.append(m.text))
             page.goto(f"{srv.url}/")
@@ -85,7 +87,9 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             # Every card has drawn its data (no "no data yet" left on a seeded store).
             page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=10_000)
             page.wait_for_selector("#savings-chart svg path", state="attached", timeout=10_000)
+            page.wait_for_selector("#conv-chart svg path.line-conv", state="attached")
             assert page.locator("#gates-body tr").count() >= 5
+            assert page.locator("#gates-empty").is_hidden()  # the seed has decisions
             assert page.locator("#verify-badge").inner_text() == "INTACT"
             assert page.locator("#tx-body tr").count() == 12
             # The context picker lists the bandit's contexts and redraws for the one chosen.
@@ -117,9 +121,132 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
     assert errors == []
 
 
+def _svg_text_outside_its_card(page) -> list[str]:
+    """Every SVG label drawn outside its card (or the window): what "clipped" means here."""
+    return page.evaluate(
+        """() => {
+        const bad = [];
+        const width = document.documentElement.clientWidth;
+        for (const t of document.querySelectorAll(".card svg text")) {
+          const card = t.closest(".card").getBoundingClientRect();
+          const r = t.getBoundingClientRect();
+          if (r.width === 0) continue;
+          if (r.left < card.left - 0.5 || r.right > card.right + 0.5 || r.right > width + 0.5)
+            bad.push(`${t.closest(".card").id}: "${t.textContent}" at ${r.left}..${r.right}`
+              + ` (card ${card.left}..${card.right})`);
+        }
+        return bad;
+      }"""
+    )
+
+
+def _chart_scales(page) -> list[float]:
+    """Rendered width / drawn width of every chart: 1 means text is shown at its real size."""
+    return page.evaluate(
+        """() => Array.from(document.querySelectorAll(".card svg")).map(
+          (s) => s.getBoundingClientRect().width / s.viewBox.baseVal.width)"""
+    )
+
+
+def _number(label: str) -> float:
+    scale = {"k": 1e3, "M": 1e6}.get(label[-1:], 1)
+    return float(label.rstrip("kM")) * scale
+
+
+def _is_round_sequence(values: list[float]) -> bool:
+    """Evenly spaced, starting on a multiple of the step, the step 1, 2, 2.5 or 5 x 10^k."""
+    if len(values) < 2:
+        return False
+    step = values[1] - values[0]
+    if step <= 0 or any(abs((b - a) - step) > step * 1e-6 for a, b in itertools.pairwise(values)):
+        return False
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    on_grid = abs(values[0] / step - round(values[0] / step)) < 1e-6
+    return on_grid and any(abs(mantissa - m) < 1e-6 for m in (1, 2, 2.5, 5))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1400, 420])
+def test_no_clipped_labels_and_round_ticks(serve_factory, tmp_path: Path, width: int) -> None:
+    """The seeded dashboard at a desktop and a phone width: every chart label inside its card,
+    charts at their real size (no shrunken text), round axis ticks, one convergence chart per
+    arm ending at the API's posterior mean, and no sideways scrolling."""
+    _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    db = str(tmp_path / "dash.db")
+    seed(db)
+    srv = serve_factory(db)
+    history = httpx2.get(f"{srv.url}/v1/bandit/history?points=60").json()["arms"]
+    shot = tmp_path / f"dashboard-{width}.png"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{srv.url}/")
+            page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=10_000)
+            page.wait_for_selector("#conv-chart svg path.line-conv", state="attached")
+            page.wait_for_selector("#savings-chart svg path", state="attached")
+
+            assert _svg_text_outside_its_card(page) == []
+            assert all(abs(scale - 1) < 0.02 for scale in _chart_scales(page))
+            assert page.evaluate("document.documentElement.scrollWidth") <= width
+            # Arm names that had to be shortened say so and keep the full name in the tooltip.
+            labels = page.locator("#arms-chart text.bar-label").all_text_contents()
+            assert len(labels) == len(history) == 9
+            for label in labels:
+                assert label in history or (
+                    label.endswith("…") and any(a.startswith(label[:-1]) for a in history)
+                ), label
+
+            ticks = page.locator("#savings-chart text.axis-label").all_text_contents()
+            values = sorted(_number(t) for t in ticks if not re.search(r"[AP]M|:", t))
+            assert _is_round_sequence(values), ticks
+
+            tiles = page.locator("#conv-chart figure")
+            assert tiles.count() == len(history) == 9
+            for i in range(tiles.count()):
+                name = tiles.nth(i).locator(".conv-name").inner_text()
+                final = history[name][-1]
+                caption = tiles.nth(i).locator(".conv-value").inner_text()
+                assert caption == f"{final['mean']:.3f} · {final['obs_index']} obs"
+                conv_ticks = tiles.nth(i).locator("text.axis-label").all_text_contents()
+                assert [t for t in conv_ticks if not t.startswith("obs")] == ["0", "0.5", "1"]
+
+            # Shrinking the window redraws the charts at the new width, still unclipped.
+            page.set_viewport_size({"width": max(360, width - 300), "height": 900})
+            page.wait_for_timeout(600)
+            assert _svg_text_outside_its_card(page) == []
+            page.set_viewport_size({"width": width, "height": 900})
+            page.wait_for_timeout(600)
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    _keep(shot)
+    assert errors == []
+
+
+def _keep(shot: Path) -> None:
+    """Copy a screenshot into $PLAUDIT_SCREENSHOT_DIR, to look at it."""
+    keep = os.environ.get("PLAUDIT_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / shot.name)
+
+
+def test_round_tick_rule() -> None:
+    assert _is_round_sequence([0, 1000, 2000, 3000])
+    assert _is_round_sequence([0, 0.25, 0.5, 0.75, 1])
+    assert not _is_round_sequence([0, 1300, 2600, 3900, 5200])  # what the chart used to draw
+    assert not _is_round_sequence([100, 1100, 2100])
+
+
 @pytest.mark.slow
 def test_dashboard_degrades_to_no_data_yet(serve_factory, tmp_path: Path) -> None:
-    """An empty store: every card says so instead of breaking."""
+    """An empty store: every card says so, and which command fills it, instead of breaking."""
     _chromium_or_skip()
     from playwright.sync_api import expect, sync_playwright
 
@@ -127,16 +254,34 @@ def test_dashboard_degrades_to_no_data_yet(serve_factory, tmp_path: Path) -> Non
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page()
+            page = browser.new_page(viewport={"width": 420, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"{srv.url}/")
             expect(page.locator("#conn")).to_have_text("live", timeout=10_000)
+            page.wait_for_selector("#gates-body tr", state="attached", timeout=10_000)
             page.wait_for_timeout(500)
-            assert page.locator("#arms-empty").is_visible()
-            assert page.locator("#savings-empty").is_visible()
-            assert page.locator("#tx-empty").is_visible()
+            hints = {
+                "score-empty": ["plaudit ledger record", "POST /v1/ledger/record"],
+                "tx-empty": ["plaudit ledger record", "POST /v1/ledger/record"],
+                "gates-empty": ["plaudit signal emit decision", "plaudit signal emit outcome"],
+                "arms-empty": ["plaudit select", "plaudit observe", "POST /v1/bandit/select"],
+                "savings-empty": ["plaudit observe", "plaudit select"],
+                "conv-empty": ["plaudit observe", "POST /v1/bandit/observe"],
+            }
+            for element, commands in hints.items():
+                hint = page.locator(f"#{element}")
+                assert hint.is_visible(), element
+                text = " ".join(hint.inner_text().split())
+                for command in commands:
+                    assert command in text, (element, command, text)
+            assert page.locator("#tx-table").is_hidden()
+            assert page.locator("#savings-legend").is_hidden()
             assert page.locator("#verify-badge").inner_text() == "INTACT"
+            assert page.evaluate("document.documentElement.scrollWidth") <= 420
+            shot = tmp_path / "dashboard-empty-420.png"
+            page.screenshot(path=str(shot), full_page=True)
             assert errors == []
         finally:
             browser.close()
+    _keep(shot)

@@ -13,7 +13,7 @@ import pytest
 
 from plaudit import Plaudit
 from plaudit.cli import main
-from plaudit.cli.serve import allowed_hosts, is_loopback
+from plaudit.server.guards import allowed_hosts, is_loopback
 
 
 @pytest.mark.parametrize(
@@ -46,10 +46,19 @@ def test_refuses_a_public_address_without_a_token(tmp_path: Path, capsys, monkey
     assert not db.exists()  # nothing was opened, let alone written
 
 
-def test_rejects_a_malformed_cors_origin(tmp_path: Path, capsys) -> None:
-    code = main(["serve", "--db", str(tmp_path / "x.db"), "--cors-origin", "ui.example"])
+@pytest.mark.parametrize("origin", ["ui.example", "https://ui.example/", "ftp://ui.example"])
+def test_rejects_a_malformed_cors_origin(tmp_path: Path, capsys, origin: str) -> None:
+    code = main(["serve", "--db", str(tmp_path / "x.db"), "--cors-origin", origin])
     assert code == 2
-    assert "--cors-origin 'ui.example' must look like" in capsys.readouterr().err
+    assert f"error: CORS origin {origin!r} must look like" in capsys.readouterr().err
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_cors_wildcard_needs_a_token(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("PLAUDIT_TOKEN", raising=False)
+    code = main(["serve", "--db", str(tmp_path / "x.db"), "--cors-origin", "*"])
+    assert code == 2
+    assert "any web page write" in capsys.readouterr().err
 
 
 def test_token_from_the_environment_guards_writes(serve_factory, sqlite_url: str) -> None:

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "bandit": "plaudit.cli.bandit:bandit",
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
+    "otel": "plaudit.cli.otel:otel",
     "demo": "plaudit.cli.demo:demo",
     "doctor": "plaudit.cli.doctor:doctor",
 }

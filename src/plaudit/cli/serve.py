@@ -1,34 +1,27 @@
-"""`plaudit serve`: the HTTP API and the dashboard, run by uvicorn."""
+"""`plaudit serve`: the HTTP API and the dashboard (`plaudit.server`), run by uvicorn."""
 
 from __future__ import annotations
 
-import gc
-import ipaddress
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from plaudit.cli._common import announce_created, db_option, fail, resolve
+from plaudit.cli._common import announce_created, db_option, resolve
+from plaudit.server.guards import ENV_TOKEN, allowed_hosts, is_loopback
 
-ENV_TOKEN = "PLAUDIT_TOKEN"
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-def is_loopback(host: str) -> bool:
-    """True only for addresses that other machines cannot reach."""
-    name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve to anything
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def allowed_hosts(host: str) -> list[str] | None:
-    """Host names a loopback server answers to (no DNS rebinding); None means any."""
-    if not is_loopback(host):
-        return None
-    return sorted({*LOOPBACK_NAMES, host.strip("[]").lower()})
+def _timeout_option(name: str, default: float, text: str) -> Callable[[F], F]:
+    return click.option(
+        f"--{name}-timeout",
+        default=default,
+        show_default=True,
+        type=click.FloatRange(0, 86_400, min_open=True),
+        metavar="SECONDS",
+        help=text,
+    )
 
 
 @click.command()
@@ -56,6 +49,22 @@ def allowed_hosts(host: str) -> list[str] | None:
     type=click.IntRange(1, 1 << 30),
     help="Largest request body accepted (default: 2 MiB).",
 )
+@_timeout_option("header", 10.0, "A request's line and headers must arrive within this.")
+@_timeout_option("body", 30.0, "A request's body must arrive within this, after its headers.")
+@_timeout_option("idle", 5.0, "A connection with no request under way is closed after this.")
+@click.option(
+    "--export-root",
+    default=None,
+    metavar="DIR",
+    help="The one directory HTTP exports and audits may use (default: $PLAUDIT_EXPORT_ROOT).",
+)
+@click.option(
+    "--otel/--no-otel",
+    default=False,
+    show_default=True,
+    help="Also send ledger, bandit and router results to OpenTelemetry (needs plaudit[otel]; "
+    "configured by the OTEL_* variables).",
+)
 @click.option(
     "--durability",
     type=click.Choice(["full", "normal"]),
@@ -77,31 +86,34 @@ def serve(
     token: str | None,
     cors_origins: tuple[str, ...],
     max_body_bytes: int | None,
+    header_timeout: float,
+    body_timeout: float,
+    idle_timeout: float,
+    export_root: str | None,
+    otel: bool,
     durability: str,
     log_level: str,
     access_log: bool,
 ) -> None:
     """Serve the HTTP API (/v1/..., spec at /openapi.json) and the live dashboard at /."""
-    token = (token or "").strip() or None
-    if not is_loopback(host) and token is None:
-        raise fail(
-            f"refusing to listen on {host!r} without a token: anyone who can reach it could "
-            f"write to the log. Pass --token or set ${ENV_TOKEN}, or use --host 127.0.0.1.",
-            2,
-        )
-    for origin in cors_origins:
-        if origin != "*" and not origin.startswith(("http://", "https://")):
-            raise fail(f"--cors-origin {origin!r} must look like https://example.com", 2)
-
     from plaudit.extras import require
 
     require("server", "plaudit serve")
-    import uvicorn
-
     from plaudit.core import Plaudit
     from plaudit.server.app import create_app
+    from plaudit.server.guards import check_serving, normalize_token
     from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES
+    from plaudit.server.run import run_server
+    from plaudit.server.timeouts import Timeouts
 
+    token = normalize_token(token)
+    check_serving(host, token, cors_origins)  # before the store is opened (or created)
+    timeouts = Timeouts(headers=header_timeout, body=body_timeout, idle=idle_timeout)
+    follower = None
+    if otel:
+        from plaudit.otel import require_sdk
+
+        require_sdk()
     # Agents write through the server, so it is a writer: a new store is made, and said so.
     p = Plaudit.open(resolve(db), durability=durability, create=True)
     try:
@@ -110,32 +122,36 @@ def serve(
         app = create_app(
             p,
             token=token,
+            host=host,
             cors_origins=cors_origins,
             max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-            allowed_hosts=allowed_hosts(host),
+            body_timeout=timeouts.body,
+            export_root=export_root,
         )
         for name, reason in app.state.skipped_routes.items():
             click.echo(f"warning: {name} not mounted: {reason}", err=True)
-        # Everything loaded so far lives as long as the server: move it out of the collector's
-        # way, so a full collection walks only what requests create (shorter pauses in p99).
-        gc.collect()
-        gc.freeze()
+        if otel:
+            from plaudit.otel import OtelExporter
+
+            follower = OtelExporter(p).follow_in_background()
         shown = f"[{host}]" if ":" in host else host
         click.echo(
             f"plaudit serving {p.backend.describe()} on http://{shown}:{port}/ "
-            f"(writes {'need the token' if token else 'are open'}; Ctrl-C stops)",
+            f"(writes {'need the token' if token else 'are open'}"
+            f"{'; results go to OpenTelemetry' if otel else ''}; Ctrl-C stops)",
             err=True,
         )
-        uvicorn.run(
+        run_server(
             app,
             host=host,
             port=port,
+            timeouts=timeouts,
             log_level=log_level,
             access_log=access_log,
-            server_header=False,
-            timeout_graceful_shutdown=5,
         )
     finally:
+        if follower is not None:
+            follower.stop()
         p.close()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Iterable
 from importlib import resources
 from typing import Annotated, Any
@@ -21,11 +22,11 @@ from starlette.staticfiles import StaticFiles
 
 from plaudit import __version__
 from plaudit.core import Plaudit
-from plaudit.server import handlers
+from plaudit.server import guards, handlers
 from plaudit.server.deps import get_plaudit, require_write
 from plaudit.server.headers import SecurityHeaders
 from plaudit.server.hosts import HostGuard
-from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from plaudit.server.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from plaudit.server.responses import MsgspecJSONResponse
 from plaudit.server.routes import ROUTE_MODULES
 
@@ -57,13 +58,29 @@ def create_app(
     plaudit: Plaudit,
     *,
     token: str | None = None,
+    host: str | None = None,
     cors_origins: Iterable[str] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout: float | None = DEFAULT_BODY_TIMEOUT,
     allowed_hosts: Iterable[str] | None = None,
+    export_root: str | os.PathLike[str] | None = None,
     route_modules: Iterable[str] = ROUTE_MODULES,
 ) -> FastAPI:
-    """Build the app. `allowed_hosts` (Host header names) guards a loopback server against DNS
-    rebinding; `plaudit serve` sets it. `cors_origins` is empty, i.e. CORS off, by default."""
+    """Build the app, refusing (`ConfigError`) settings that expose an unauthenticated log.
+
+    `host` is the address the app will listen on, when the caller knows it: a public one needs
+    a `token`, and a loopback one answers only to loopback Host names (DNS rebinding), unless
+    `allowed_hosts` lists the names. Whatever `host` says, an app without a token refuses
+    clients from other machines (403). `cors_origins` is empty, i.e. CORS off, by default; `*`
+    needs a token. `body_timeout` is how long a request body may take to arrive (408 after).
+    `export_root` is the one directory HTTP clients may export to and audit from (default:
+    `$PLAUDIT_EXPORT_ROOT`, else none: those requests are refused).
+    """
+    token = guards.normalize_token(token)
+    origins = list(cors_origins)
+    guards.check_serving(host, token, origins)
+    if allowed_hosts is None and host is not None:
+        allowed_hosts = guards.allowed_hosts(host)
     app = FastAPI(
         title="plaudit",
         version=__version__,
@@ -73,7 +90,8 @@ def create_app(
         redoc_url=None,
     )
     app.state.plaudit = plaudit
-    app.state.token = token or None
+    app.state.token = token
+    app.state.export_root = os.fspath(export_root) if export_root is not None else None
     handlers.install(app)
 
     routers, skipped = load_routers(route_modules)
@@ -84,8 +102,7 @@ def create_app(
     _mount_dashboard(app)
     _document_write_auth(app, routers)
 
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
-    origins = list(cors_origins)
+    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, timeout=body_timeout)
     if origins:
         app.add_middleware(
             CORSMiddleware,
@@ -95,8 +112,12 @@ def create_app(
             allow_credentials=False,
             max_age=600,
         )
-    if allowed_hosts is not None:
-        app.add_middleware(HostGuard, allowed=list(allowed_hosts))
+    if allowed_hosts is not None or token is None:
+        app.add_middleware(
+            HostGuard,
+            allowed=None if allowed_hosts is None else list(allowed_hosts),
+            local_only=token is None,
+        )
     app.add_middleware(SecurityHeaders)
     return app
 

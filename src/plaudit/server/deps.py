@@ -25,9 +25,13 @@ async def require_write(request: Request) -> None:
     token: str | None = getattr(request.app.state, "token", None)
     if not token:
         return
-    header = request.headers.get("authorization", "")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+    # Compared as bytes: `compare_digest` refuses str with non-ASCII characters (a TypeError,
+    # i.e. a 500), while header bytes and a UTF-8 token compare fine whatever they hold.
+    header = request.headers.get("authorization", "").encode("latin-1")
+    scheme, _, given = header.partition(b" ")
+    if scheme.lower() != b"bearer" or not hmac.compare_digest(
+        given.strip(), token.encode("utf-8", "surrogateescape")
+    ):
         raise HTTPException(
             status_code=401,
             detail="this endpoint needs 'Authorization: Bearer <token>' with the server's token",

@@ -1,6 +1,7 @@
 """Exception handlers: every error becomes a JSON body that says what was wrong, never a trace.
 
-- `PlauditError` keeps its own status (`http_status`) and fields (`to_dict()`).
+- `PlauditError` keeps its own status (`http_status`) and fields (`to_dict()`), with server
+  paths hidden (`plaudit.server.paths`).
 - FastAPI's request validation errors become 422 with one readable sentence plus, per problem,
   where it was (`loc`, e.g. ``["body", "events", 0, "type"]``) and what was wrong.
 - Starlette's HTTP errors (404 unknown path, 405 wrong method, 401 from `require_write`) keep
@@ -20,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from plaudit.errors import PlauditError
+from plaudit.server import paths
 from plaudit.server.responses import MsgspecJSONResponse, error_body
 
 log = logging.getLogger("plaudit.server")
@@ -78,7 +80,7 @@ async def _plaudit_error(request: Request, exc: Exception) -> MsgspecJSONRespons
     assert isinstance(exc, PlauditError)
     body = exc.to_dict()
     body.setdefault("message", str(exc))
-    return MsgspecJSONResponse(body, status_code=exc.http_status)
+    return MsgspecJSONResponse(paths.for_request(request)(body), status_code=exc.http_status)
 
 
 async def _validation_error(request: Request, exc: Exception) -> MsgspecJSONResponse:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 from starlette.responses import JSONResponse
+from starlette.types import Send
 
 _encoder = msgspec.json.Encoder()
 
@@ -40,6 +41,24 @@ def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": error, "message": message, **extra}
 
 
+async def send_error(send: Send, status: int, error: str, message: str, **extra: Any) -> None:
+    """Answer from a middleware, before any route ran, and close the connection: what is left
+    of the request (an oversize or late body, say) is not worth reading."""
+    body = json_bytes(error_body(error, message, **extra))
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 class MsgspecJSONResponse(JSONResponse):
     """JSONResponse that encodes with msgspec: NaN/Infinity become null instead of a 500."""
 
@@ -47,4 +66,4 @@ class MsgspecJSONResponse(JSONResponse):
         return json_bytes(content)
 
 
-__all__ = ["MsgspecJSONResponse", "error_body", "json_bytes"]
+__all__ = ["MsgspecJSONResponse", "error_body", "json_bytes", "send_error"]

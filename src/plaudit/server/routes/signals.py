@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Stric
 
 from plaudit.core import Plaudit
 from plaudit.errors import ConfigError, ValidationError
+from plaudit.server import paths
 from plaudit.server.deps import get_plaudit, require_write
 from plaudit.signals.contract import MAX_ID, MAX_INTENT, MAX_TEXT
 
@@ -45,7 +46,7 @@ def _confine(request: Request, field: str, value: str | None) -> str | None:
     root = FsPath(root_setting).expanduser().resolve()
     target = (root / value).resolve()
     if not target.is_relative_to(root):
-        raise ValidationError(field, f"must stay inside the export root {str(root)!r}")
+        raise ValidationError(field, "must stay inside the export root")
     return str(target)
 
 
@@ -177,7 +178,9 @@ def export(
     options = body.model_dump()
     output_dir = _confine(request, "output_dir", options.pop("output_dir"))
     options["seq_mem"] = _confine(request, "seq_mem", options["seq_mem"])
-    return p.signals.export(output_dir, **options)
+    # The summary names its files (and the store) by full path: the client gets them below
+    # the export root, as it named them, and nothing else of the server's layout.
+    return paths.for_request(request)(p.signals.export(output_dir, **options))
 
 
 @router.post("/audit", dependencies=[Depends(require_write)])
@@ -187,6 +190,10 @@ def audit(
     p: Plaudit = Depends(get_plaudit),  # noqa: B008
 ) -> dict[str, Any]:
     """The audit report: every gate with actual, threshold and pass."""
+    return paths.for_request(request)(_audit(body, request, p))
+
+
+def _audit(body: AuditIn, request: Request, p: Plaudit) -> dict[str, Any]:
     data = body.model_dump()
     limits = {k: v for k in Limits.model_fields if (v := data[k]) is not None}
     report_out = _confine(request, "report_out", data["report_out"])

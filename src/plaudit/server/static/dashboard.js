@@ -1,6 +1,7 @@
 /* plaudit dashboard: polls the HTTP API and renders each card; a missing endpoint or an empty
-   answer shows "no data yet" instead of breaking the page. Text is always set with textContent,
-   never parsed as HTML. */
+   answer shows the card's empty state (which says what fills it) instead of breaking the page.
+   Text is always set with textContent, never parsed as HTML. Charts are drawn at their card's
+   width and redrawn from the last answers when the window is resized. */
 "use strict";
 
 (function () {
@@ -18,6 +19,7 @@
   let seenTx = new Set();
   let failures = 0;
   let backendName = "";
+  const lastData = {}; // the last answer each chart was drawn from, for redraws on resize
 
   /* GET a JSON endpoint; null when it is missing, failing or not JSON. */
   async function get(path) {
@@ -72,6 +74,9 @@
   function renderScore(s) {
     const widget = document.querySelector(".rl-score-widget");
     const total = $("score-total");
+    lastData.score = s;
+    const empty = !s || num(s.total_score) === null || num(s.transactions) === 0;
+    show("score-empty", empty);
     if (!s || num(s.total_score) === null) {
       widget.dataset.state = "empty";
       total.textContent = "—";
@@ -79,7 +84,7 @@
       $("score-rewards").textContent = "— rewards";
       $("score-penalties").textContent = "— penalties";
       $("score-efficiency").textContent = "— learning efficiency";
-      $("score-trend").textContent = "no data yet";
+      $("score-trend").textContent = "";
       $("score-trend").className = "trend";
       $("score-meta").textContent = "";
       C.sparkline($("score-spark"), []);
@@ -126,21 +131,23 @@
     const rows = data && Array.isArray(data.transactions) ? data.transactions : [];
     body.replaceChildren();
     show("tx-empty", rows.length === 0);
+    show("tx-table", rows.length > 0);
     const fresh = new Set();
     for (const t of rows) {
       const tr = document.createElement("tr");
       const key = String(t.id);
       fresh.add(key);
       if (seenTx.size && !seenTx.has(key)) tr.className = "new";
-      cell(tr, timeOf(t.ts_ms) || String(t.timestamp ?? ""));
-      cell(tr, String(t.type ?? ""));
-      cell(tr, String(t.category ?? ""), "mono");
+      cell(tr, timeOf(t.ts_ms) || String(t.timestamp ?? ""), "time");
+      cell(tr, String(t.type ?? ""), "kind");
+      cell(tr, String(t.category ?? ""), "mono category");
       const pts = num(t.points);
-      cell(tr, signed(pts), "num " + (pts > 0 ? "pos" : pts < 0 ? "neg" : ""));
+      cell(tr, signed(pts), "num points " + (pts > 0 ? "pos" : pts < 0 ? "neg" : ""));
       const action = cell(tr, String(t.action ?? ""), "action");
       action.title = String(t.action ?? "");
-      cell(tr, String(t.source ?? ""), "muted");
-      cell(tr, signed(num(t.running_total)), "num");
+      cell(tr, String(t.source ?? ""), "muted source");
+      const running = cell(tr, signed(num(t.running_total)), "num total");
+      running.dataset.label = "total ";
       const v = cell(tr, t.verified === true ? "✓ source" : "", "num verified");
       v.title = t.verified === true ? "cross-checked against its source record" : "no source record to cross-check";
       body.appendChild(tr);
@@ -153,7 +160,7 @@
     const badge = $("verify-badge");
     const reason = $("verify-reason");
     if (!v || typeof v.ok !== "boolean") {
-      badge.textContent = "no data yet";
+      badge.textContent = "unavailable";
       badge.className = "badge badge-none";
       for (const id of ["verify-length", "verify-checked", "verify-head", "verify-when"]) {
         $(id).textContent = "—";
@@ -184,9 +191,12 @@
     const overall = $("gates-overall");
     const gates = g && Array.isArray(g.gates) ? g.gates : [];
     body.replaceChildren();
-    show("gates-empty", gates.length === 0);
+    // The gates are computed on an empty log too (all failing): say what fills them as well.
+    const decisions = gates.find((x) => x && x.name === "min_decisions");
+    show("gates-empty", gates.length === 0 || (decisions && num(decisions.actual) === 0));
+    show("gates-table", gates.length > 0);
     if (!gates.length) {
-      overall.textContent = "no data yet";
+      overall.textContent = "no decisions yet";
       overall.className = "badge badge-none";
       return;
     }
@@ -208,6 +218,7 @@
 
   // -- bandit -------------------------------------------------------------------------------
   function renderPosteriors(p) {
+    lastData.posteriors = p;
     const arms = p && Array.isArray(p.arms) ? p.arms.slice() : [];
     const chart = $("arms-chart");
     if (!arms.length) {
@@ -220,7 +231,25 @@
     C.intervals(chart, arms.slice(0, 40));
   }
 
+  function renderConvergence(h) {
+    lastData.history = h;
+    const chart = $("conv-chart");
+    const arms = h && h.arms && typeof h.arms === "object" ? h.arms : {};
+    const series = Object.entries(arms)
+      .map(([id, points]) => ({ id, points: Array.isArray(points) ? points : [] }))
+      .filter((s) => s.points.length > 0);
+    const final = (s) => num(s.points[s.points.length - 1].mean) ?? 0;
+    series.sort((a, b) => final(b) - final(a) || a.id.localeCompare(b.id));
+    show("conv-empty", series.length === 0);
+    if (!series.length) {
+      chart.replaceChildren();
+      return;
+    }
+    C.convergence(chart, series.slice(0, 24));
+  }
+
   function renderSavings(s) {
+    lastData.savings = s;
     const chart = $("savings-chart");
     const history = s && Array.isArray(s.history) ? s.history : [];
     const pct = s ? num(s.token_savings_percent) : null;
@@ -246,6 +275,7 @@
       );
     if (!drawn) chart.replaceChildren();
     show("savings-empty", !drawn);
+    show("savings-legend", drawn);
   }
 
   // -- polling ------------------------------------------------------------------------------
@@ -288,8 +318,13 @@
   }
 
   async function posteriors() {
-    const q = context ? `?context=${encodeURIComponent(context)}` : "";
-    renderPosteriors(await get(`/v1/bandit/posteriors${q}`));
+    const q = context ? `context=${encodeURIComponent(context)}` : "";
+    const [post, hist] = await Promise.all([
+      get(`/v1/bandit/posteriors?${q}`),
+      get(`/v1/bandit/history?points=60&${q}`),
+    ]);
+    renderPosteriors(post);
+    renderConvergence(hist);
   }
 
   async function slow() {
@@ -333,8 +368,23 @@
     posteriors();
   }
 
+  let drawnWidth = window.innerWidth;
+  let resizeTimer = null;
+  function onResize() {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => {
+      if (window.innerWidth === drawnWidth) return;
+      drawnWidth = window.innerWidth;
+      if ("posteriors" in lastData) renderPosteriors(lastData.posteriors);
+      if ("history" in lastData) renderConvergence(lastData.history);
+      if ("savings" in lastData) renderSavings(lastData.savings);
+      if ("score" in lastData) renderScore(lastData.score);
+    }, 150);
+  }
+
   async function start() {
     $("context-select").addEventListener("change", onContextChange);
+    window.addEventListener("resize", onResize);
     const health = await get("/v1/health");
     if (health) backendName = `${health.backend} · `;
     tick();
