@@ -74,6 +74,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/bandit/evaluate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate
+         * @description Off-policy estimate of a candidate configuration (reads only).
+         */
+        post: operations["evaluate_v1_bandit_evaluate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/bandit/history": {
         parameters: {
             query?: never;
@@ -375,6 +395,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ledger/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Recover
+         * @description Repair the stored totals from the log; lifts the halt once the ledger is whole, else
+         *     `remaining` says what is left and how to move on.
+         */
+        post: operations["recover_v1_ledger_recover_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/ledger/report": {
         parameters: {
             query?: never;
@@ -517,6 +558,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/log/checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Checkpoint
+         * @description The newest signed checkpoint as its text note (`plaudit-checkpoint v1`, see
+         *     docs/proofs.md), with the log's key fingerprint in `X-Plaudit-Log`.
+         */
+        get: operations["checkpoint_v1_log_checkpoint_get"];
+        put?: never;
+        /**
+         * Sign Checkpoint
+         * @description Sign a checkpoint of the log as it is now; it also goes to every witness.
+         */
+        post: operations["sign_checkpoint_v1_log_checkpoint_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/log/consistency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Consistency
+         * @description A bundle (`plaudit-consistency v1`) proving that the log extends its tree of `from`
+         *     events, up to the newest signed checkpoint.
+         */
+        get: operations["consistency_v1_log_consistency_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/log/events/{event_id}": {
         parameters: {
             query?: never;
@@ -549,6 +636,27 @@ export interface paths {
          * @description The log's length and last hash; keep `digest` to check later that history is unchanged.
          */
         get: operations["head_v1_log_head_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/log/proof/{event_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Proof
+         * @description A self-contained inclusion proof bundle (`plaudit-proof v1`) for one event: check it
+         *     with `plaudit log check-proof`, or by hand (docs/proofs.md).
+         */
+        get: operations["proof_v1_log_proof__event_id__get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -606,7 +714,9 @@ export interface paths {
         };
         /**
          * Verify
-         * @description Recompute the whole hash chain; `ok` is false with the first bad position if broken.
+         * @description Check the chain, the Merkle tree, the signed checkpoints and the witnesses; `ok` is
+         *     false with the first bad position if broken. Incremental from the newest checkpoint an
+         *     earlier verify confirmed, unless `full`.
          */
         get: operations["verify_v1_log_verify_get"];
         put?: never;
@@ -874,6 +984,18 @@ export interface components {
             /** User Intent */
             user_intent: string;
         };
+        /** EvaluateIn */
+        EvaluateIn: {
+            /** Changes */
+            changes?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Level
+             * @default 0.95
+             */
+            level?: number;
+        };
         /**
          * EventIn
          * @description One event. `id` and `ts_ms` are generated when omitted; give `id` to retry safely.
@@ -1039,6 +1161,11 @@ export interface components {
         };
         /** ReconcileIn */
         ReconcileIn: {
+            /**
+             * Correct
+             * @default false
+             */
+            correct?: boolean;
             /**
              * Recover
              * @default false
@@ -1285,6 +1412,41 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+        };
+    };
+    evaluate_v1_bandit_evaluate_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluateIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -1786,6 +1948,28 @@ export interface operations {
             };
         };
     };
+    recover_v1_ledger_recover_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
     report_v1_ledger_report_get: {
         parameters: {
             query?: {
@@ -2041,6 +2225,78 @@ export interface operations {
             };
         };
     };
+    checkpoint_v1_log_checkpoint_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    sign_checkpoint_v1_log_checkpoint_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+        };
+    };
+    consistency_v1_log_consistency_get: {
+        parameters: {
+            query: {
+                /** @description The old tree size to extend. */
+                from: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     get_event_v1_log_events__event_id__get: {
         parameters: {
             query?: never;
@@ -2092,6 +2348,37 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+        };
+    };
+    proof_v1_log_proof__event_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                event_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": unknown;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -2159,6 +2446,8 @@ export interface operations {
             query?: {
                 /** @description An earlier head digest ('length:hash') the log must still extend. */
                 against?: string | null;
+                /** @description Re-check everything, not only what is new. */
+                full?: boolean;
             };
             header?: never;
             path?: never;
