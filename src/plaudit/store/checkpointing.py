@@ -91,9 +91,11 @@ class Checkpointer:
         )
         if self.every < 0 or self.seconds < 0:
             raise ConfigError("checkpoint_every and checkpoint_seconds must not be negative")
-        from plaudit.store.witness import witness_dirs
+        self.witnesses: list[Any] = []
+        if witness or env.get("PLAUDIT_WITNESS"):  # pathlib & co only when there are any
+            from plaudit.store.witness import witness_dirs
 
-        self.witnesses = witness_dirs(witness, env)
+            self.witnesses = witness_dirs(witness, env)
         self._configured = signing_key
         self._env = env
         self._key: LogKey | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from plaudit.ids import now_ms
 from plaudit.store.backend import Tx
 from plaudit.store.chain import GENESIS
 from plaudit.store.tree import TREE_NODES_DDL
@@ -174,9 +175,12 @@ def create_schema(tx: Tx) -> None:
         tx.execute(_INTAKE_DDL)
     for stmt in _GUARDS[tx.dialect]:
         tx.execute(stmt)
+    # A new store's first checkpoint is due one period after it was made, not on its first
+    # append: a shell hook that creates a store should not pay for signing (and its imports).
     tx.execute(
-        "INSERT INTO plaudit_head (one, seq, hash) VALUES (1, 0, ?) ON CONFLICT (one) DO NOTHING",
-        (GENESIS,),
+        "INSERT INTO plaudit_head (one, seq, hash, checkpoint_ms) VALUES (1, 0, ?, ?) "
+        "ON CONFLICT (one) DO NOTHING",
+        (GENESIS, now_ms()),
     )
     tx.execute(
         "INSERT INTO plaudit_meta (key, value) VALUES ('schema_version', ?) "
