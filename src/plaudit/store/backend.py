@@ -123,9 +123,25 @@ class Tx(ABC):
         assert row is not None
         return _head_state(row, False)
 
-    def head_for_sequencing(self) -> HeadState:
-        """The head row under the lease, with whether intake is pending."""
+    def head_for_sequencing(self, ids: Sequence[str] | None = None) -> HeadState:
+        """The head row under the lease, with whether intake is pending (and, on backends
+        that save a round trip by it, which of `ids` are committed)."""
         return self.head_state()
+
+    def insert_events(self, rows: list[Sequence[Any]], head: Sequence[Any]) -> bool:
+        """Insert sequenced event rows and move the head row to `head` (seq, hash, tree_size,
+        frontier); returns whether intake is pending now (never, without an intake)."""
+        from plaudit.store.schema import EVENT_COLUMNS
+
+        self.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
+        self.move_head(head)
+        return False
+
+    def move_head(self, head: Sequence[Any]) -> None:
+        self.execute(
+            "UPDATE plaudit_head SET seq = ?, hash = ?, tree_size = ?, frontier = ? WHERE one = 1",
+            head,
+        )
 
     @abstractmethod
     def columns(self, table: str) -> set[str]:

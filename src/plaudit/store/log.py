@@ -225,6 +225,8 @@ class EventLog:
         # id lookup; on PostgreSQL each is a round trip and the lookup (one) beats two.
         self._try_optimistic = backend.dialect == "sqlite"
         self._optimistic = self._try_optimistic
+        # Set by a sequenced write that saw intake arrive while it held the lease.
+        self._intake_seen = False
         # Group commit: appenders of this process queue here; one leader writes them all.
         self._queue: list[_Request] = []
         self._queue_lock = threading.Lock()
@@ -335,11 +337,17 @@ class EventLog:
             return
         with self.backend.try_write() as tx:
             if tx is not None:
-                head = tx.head_for_sequencing()
+                single = group[0].prepared if len(group) == 1 else None
+                head = tx.head_for_sequencing([p.event.id for p in single] if single else None)
                 if head.pending:
                     self._drain(tx)
                     head = None
+                self._intake_seen = False
                 outcomes = self._run_group(tx, group, head)
+                if self._intake_seen:
+                    # Intake arrived while this group held the lease: sequence it in the same
+                    # commit, so its appenders need not wait for another pass.
+                    self._drain(tx)
         if tx is not None:
             self._deliver(group, outcomes)
             return
@@ -593,23 +601,18 @@ class EventLog:
                         repeat("appended"),
                     )
                 )
-                return self._finish(tx, head, rows, stored, results, seq, tip)
-        existing = LogView(tx).existing(p.event.id for p in prepared)
+                return self._finish(tx, head, rows, stored, results, seq, tip, inserted=True)
+        if head.known is not None:
+            existing = head.known
+        else:
+            existing = LogView(tx).existing(p.event.id for p in prepared)
         self._optimistic = self._try_optimistic and not existing
         rows, stored, results, seq, tip = self._chain(
             prepared, existing, head_seq, prev, on_conflict, tx.blob
         )
         if not rows:
             return BatchResult(results)
-        try:
-            tx.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
-        except tx.unique_violation:
-            # Not an id (those were looked up): a position is taken, so the head is behind.
-            raise IntegrityError(
-                f"position {head_seq + 1} is already taken but the log's head says {head_seq}: "
-                "rows were added outside plaudit; run `plaudit log verify`"
-            ) from None
-        return self._finish(tx, head, rows, stored, results, seq, tip)
+        return self._finish(tx, head, rows, stored, results, seq, tip, inserted=False)
 
     def _finish(
         self,
@@ -620,18 +623,31 @@ class EventLog:
         results: list[AppendResult],
         seq: int,
         tip: bytes,
+        *,
+        inserted: bool,
     ) -> BatchResult:
-        """Extend the tree by the new chain hashes, move the head, apply the projections and,
-        when one is due, sign a checkpoint: all in the sequencing transaction."""
+        """Extend the tree by the new chain hashes, insert the rows (unless `inserted`), move
+        the head, apply the projections and, when one is due, sign a checkpoint: all in the
+        sequencing transaction."""
         rng = self._tree_at(tx, head)
         ext = rng.extend(leaf_hashes([row[9] for row in rows]))
         store_nodes(tx, ext.nodes)
-        tx.execute(
-            "UPDATE plaudit_head SET seq = ?, hash = ?, tree_size = ?, frontier = ? WHERE one = 1",
-            (seq, tx.blob(tip), seq, tx.blob(b"".join(ext.range.hashes))),
-        )
+        new_head = (seq, tx.blob(tip), seq, tx.blob(b"".join(ext.range.hashes)))
+        pending = False
+        if inserted:
+            tx.move_head(new_head)
+        else:
+            try:
+                pending = tx.insert_events(rows, new_head)
+            except tx.unique_violation:
+                # Not an id (those were looked up): a position is taken, so the head is behind.
+                raise IntegrityError(
+                    f"position {head.seq + 1} is already taken but the log's head says "
+                    f"{head.seq}: rows were added outside plaudit; run `plaudit log verify`"
+                ) from None
         self.projections.apply(tx, stored)
         self.checkpointer.maybe_sign(tx, head, seq, ext.root, now_ms())
+        self._intake_seen = pending
         return BatchResult(results)
 
     def _tree_at(self, tx: Tx, head: HeadState) -> CompactRange:
