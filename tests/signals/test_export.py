@@ -109,8 +109,8 @@ def test_duplicates_by_content_dropped_and_counted(tmp_path) -> None:
     same = {"user_intent": "run tests", "context": {"files": 3}}
     rows = [
         dec("orig", ts=T0, **same), out("orig", time_to_resolution_ms=500),
-        # the same decision re-emitted by a retrying hook under a fresh id
-        dec("retry", ts=T0 + 5, **same), out("retry", time_to_resolution_ms=500),
+        # the same decision re-written under a fresh id (same content, same millisecond)
+        dec("retry", ts=T0, **same), out("retry", time_to_resolution_ms=500),
         # an identical re-emit of the very same rows
         dec("orig", ts=T0, **same), out("orig", time_to_resolution_ms=500),
         # same intent, different result: a different example, kept
