@@ -334,8 +334,15 @@ def export(
     progress: Progress | None = None,
     parallel: bool | None = None,
     use_projection: bool = True,
+    allow_unverified: bool = False,
+    verify_full: bool = False,
 ) -> dict[str, Any]:
     """Export from `seq_mem` when given, else from the log; returns the summary.
+
+    Files are only written from a log that verifies (see `plaudit.signals.verified`); one that
+    does not is refused unless `allow_unverified`, and the summary's `input.verified` says so.
+    What was appended since the last verified export is checked, or, with `verify_full`, the
+    whole chain.
 
     With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
     `parallel=True` reads a seq_mem file in two halves, one in a forked worker process; None
@@ -355,6 +362,11 @@ def export(
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
     val_pct, test_pct = clamp_percents(val_percent, test_percent)
+    if val_pct + test_pct >= 100:
+        raise ValidationError(
+            "val_percent",
+            f"val {val_pct}% + test {test_pct}% leave no rows for train; keep their sum under 100",
+        )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     out_root = _check_path("output_dir", output_dir) if output_dir is not None else None
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
@@ -382,6 +394,8 @@ def export(
             progress=progress,
             parallel=parallel,
             use_projection=use_projection,
+            allow_unverified=allow_unverified,
+            verify_full=verify_full,
         )
     finally:
         if gc_was_enabled:
@@ -405,7 +419,14 @@ def _export(
     progress: Progress | None,
     parallel: bool | None,
     use_projection: bool,
+    allow_unverified: bool,
+    verify_full: bool,
 ) -> dict[str, Any]:
+    verified = None
+    if seq_path is None and out_root is not None and plaudit is not None:
+        from plaudit.signals.verified import require_verified
+
+        verified = require_verified(plaudit, allow_unverified=allow_unverified, full=verify_full)
     with _source(
         plaudit,
         seq_path,
@@ -454,6 +475,7 @@ def _export(
                 "formats": list(dict.fromkeys(formats)),
                 "rewards": reward_map,
                 "window_start_ms": max(1, now - max(1, max_age_hours) * 3_600_000),
+                "verified": verified,
             }
             summary = _ordered(summary)
             if outputs is not None:

@@ -350,7 +350,7 @@ def stream_stored(
         source = " FROM signals_decisions d WHERE d.outcome IS NOT NULL"
         params = ()
     seen_rows, no_task, dropped = tx.fetchone(
-        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN d.tail IS NULL THEN 1 ELSE 0 END), 0),"
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN d.dup IS NULL THEN 1 ELSE 0 END), 0),"
         f" COALESCE(SUM(CASE WHEN d.dup = 1 THEN 1 ELSE 0 END), 0){source}",
         params,
     ) or (0, 0, 0)

@@ -85,6 +85,9 @@ _DDL = (
         dup INTEGER
     )""",
     "CREATE INDEX IF NOT EXISTS signals_decisions_digest ON signals_decisions (digest)",
+    # Covering the export's tallies (`dup` is NULL exactly when a row has no chosen task).
+    "CREATE INDEX IF NOT EXISTS signals_decisions_tally ON signals_decisions"
+    " (session_id, outcome, dup, chosen_task, bucket, overridden, ts_ms)",
     "CREATE INDEX IF NOT EXISTS signals_decisions_timeline"
     " ON signals_decisions (session_id, ts_ms, first_seq)",
     "CREATE INDEX IF NOT EXISTS signals_decisions_order ON signals_decisions (ts_ms, first_seq)",
