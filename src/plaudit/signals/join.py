@@ -85,32 +85,6 @@ _encode = msgspec.json.Encoder().encode
 class Counts:
     """The summary's counts (a plain class, cheap to import on the emit path)."""
 
-    FIELDS = (
-        "decisions",
-        "outcomes",
-        "joined_rows",
-        "missing_outcome",
-        "duplicate_decision_ids",
-        "duplicate_outcome_ids",
-        "dropped_duplicate_rows",
-        "overrides",
-        "train_rows",
-        "val_rows",
-        "test_rows",
-        "parse_errors",
-        "lines",
-        "identical_repeats",
-        "conflicting_decision_ids",
-        "conflicting_outcome_ids",
-        "override_events",
-        "skipped_old",
-        "skipped_no_decision_id",
-        "skipped_no_chosen_task",
-        "oversize_lines",
-        "other_events",
-    )
-    __slots__ = FIELDS
-
     REFERENCE = (
         "decisions",
         "outcomes",
@@ -125,6 +99,21 @@ class Counts:
         "test_rows",
         "parse_errors",
     )
+    FIELDS = (
+        *REFERENCE,
+        # plaudit's additions
+        "lines",
+        "identical_repeats",
+        "conflicting_decision_ids",
+        "conflicting_outcome_ids",
+        "override_events",
+        "skipped_old",
+        "skipped_no_decision_id",
+        "skipped_no_chosen_task",
+        "oversize_lines",
+        "other_events",
+    )
+    __slots__ = FIELDS
 
     def __init__(self) -> None:
         for name in self.FIELDS:
