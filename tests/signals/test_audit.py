@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from plaudit import Plaudit
 from plaudit.errors import ValidationError
 from plaudit.signals.audit import GATES, audit, thresholds
 
@@ -223,6 +224,7 @@ def test_cli_pass_fail_exit_codes(tmp_path) -> None:
 
 
 def test_cli_audit_of_log(tmp_path, db_url) -> None:
+    Plaudit.open(db_url).close()  # an empty store (a missing one is refused: test_dropin)
     r = run_plaudit("--db", db_url, "signal", "audit", "--json")
     assert r.returncode == 1  # an empty log cannot pass
     report = json.loads(r.stdout)

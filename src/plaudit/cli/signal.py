@@ -173,6 +173,12 @@ def export(
         "formats": formats or ("jsonl",),
         "rewards": _rewards(reward_pairs, reward_map),
     }
+    from plaudit.signals.export import check_export_options
+
+    check_export_options(  # a bad option is reported before any store is looked for
+        **{k: options[k] for k in ("seed", "val_percent", "test_percent", "history_size")},
+        **{k: options[k] for k in ("max_age_hours", "split_by", "formats", "rewards")},
+    )
     with _progress_bar() as progress:
         if seq_mem is not None:
             summary = run_export(seq_mem=seq_mem, progress=progress, **options)

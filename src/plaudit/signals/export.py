@@ -74,6 +74,39 @@ def check_options(
     return merged
 
 
+def check_export_options(
+    *,
+    split_by: str,
+    formats: Sequence[str],
+    rewards: Mapping[str, Any] | None,
+    history_size: int,
+    max_age_hours: int,
+    seed: int,
+    val_percent: int,
+    test_percent: int,
+) -> tuple[dict[str, float], int, int]:
+    """Validate every export option (before a store is opened, so a bad option is reported
+    as itself); returns the reward map and the clamped val and test percentages."""
+    reward_map = check_options(
+        split_by=split_by,
+        formats=formats,
+        rewards=rewards,
+        history_size=history_size,
+        max_age_hours=max_age_hours,
+        seed=seed,
+    )
+    for name, value in (("val_percent", val_percent), ("test_percent", test_percent)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
+    val_pct, test_pct = clamp_percents(val_percent, test_percent)
+    if val_pct + test_pct >= 100:
+        raise ValidationError(
+            "val_percent",
+            f"val {val_pct}% + test {test_pct}% leave no rows for train; keep their sum under 100",
+        )
+    return reward_map, val_pct, test_pct
+
+
 def _check_path(field: str, value: str | os.PathLike[str]) -> Path:
     text = os.fspath(value)
     if not text or "\x00" in text:
@@ -350,23 +383,16 @@ def export(
     PLAUDIT_EXPORT_JOBS=2, or when it is unset (or `auto`) and the load average shows an idle
     core; PLAUDIT_EXPORT_JOBS=1 keeps it in one process.
     """
-    reward_map = check_options(
+    reward_map, val_pct, test_pct = check_export_options(
         split_by=split_by,
         formats=formats,
         rewards=rewards,
         history_size=history_size,
         max_age_hours=max_age_hours,
         seed=seed,
+        val_percent=val_percent,
+        test_percent=test_percent,
     )
-    for name, value in (("val_percent", val_percent), ("test_percent", test_percent)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
-    val_pct, test_pct = clamp_percents(val_percent, test_percent)
-    if val_pct + test_pct >= 100:
-        raise ValidationError(
-            "val_percent",
-            f"val {val_pct}% + test {test_pct}% leave no rows for train; keep their sum under 100",
-        )
     now = int(time.time() * 1000) if now_ms is None else now_ms
     out_root = _check_path("output_dir", output_dir) if output_dir is not None else None
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
