@@ -9,6 +9,7 @@ BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str]] = [
     # (name, event type prefixes, "module:attr")
     ("bandit", ("plaudit.bandit.",), "plaudit.bandit.projection:BanditProjection"),
     ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection"),
+    ("signals", ("flow.router.",), "plaudit.signals.projection:SignalsProjection"),
 ]
 
 for _name, _prefixes, _target in BUILTIN_PROJECTIONS:

@@ -139,7 +139,7 @@ def slow_replace(src, dst):  # uneven pauses, so two unlocked commits would inte
     time.sleep(random.random() / 20)
     _replace(src, dst)
 os.replace = slow_replace
-fmts = ["jsonl", "chat"] if int(sys.argv[3]) % 2 else ["jsonl"]
+fmts = ["jsonl", "rl"] if int(sys.argv[3]) % 2 else ["jsonl"]
 export(seq_mem=sys.argv[1], output_dir=sys.argv[2], max_age_hours=10**7, seed=int(sys.argv[3]),
        formats=fmts)
 """

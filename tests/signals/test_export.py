@@ -109,8 +109,8 @@ def test_duplicates_by_content_dropped_and_counted(tmp_path) -> None:
     same = {"user_intent": "run tests", "context": {"files": 3}}
     rows = [
         dec("orig", ts=T0, **same), out("orig", time_to_resolution_ms=500),
-        # the same decision re-emitted by a retrying hook under a fresh id
-        dec("retry", ts=T0 + 5, **same), out("retry", time_to_resolution_ms=500),
+        # the same decision re-written under a fresh id (same content, same millisecond)
+        dec("retry", ts=T0, **same), out("retry", time_to_resolution_ms=500),
         # an identical re-emit of the very same rows
         dec("orig", ts=T0, **same), out("orig", time_to_resolution_ms=500),
         # same intent, different result: a different example, kept
@@ -272,36 +272,61 @@ def test_reference_split_leaks_sessions_and_summary_says_so(seq_mem_file, tmp_pa
     assert summary["quality"]["split_leakage_sessions"] > 0
 
 
-def test_formats_parquet_preference_chat(seq_mem_file, tmp_path) -> None:
+def _lines(path: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in Path(path).read_text().splitlines()]
+
+
+def test_formats_parquet_preference_chat_rl(seq_mem_file, tmp_path) -> None:
     summary = export(
         seq_mem=seq_mem_file,
         output_dir=tmp_path,
         max_age_hours=BIG_AGE,
-        formats=["parquet", "preference", "chat", "jsonl"],
+        formats=["parquet", "preference", "preference-all", "chat", "rl", "jsonl"],
     )
     c = summary["counts"]
     files = summary["outputs"]["files"]
     assert summary["outputs"]["train"] == str(tmp_path / "train.parquet")
-    jsonl = [json.loads(x) for x in Path(files["jsonl"]["train"]).read_text().splitlines()]
+    jsonl = _lines(files["jsonl"]["train"])
     table = pq.read_table(files["parquet"]["train"])
     assert table.num_rows == c["train_rows"] == len(jsonl)
     first = table.slice(0, 1).to_pylist()[0]
     assert first["id"] == jsonl[0]["id"]
     assert json.loads(first["context"]) == jsonl[0]["context"]
     assert first["event_history"] == jsonl[0]["event_history"]
-    prefs = []
-    for split in ("train", "val", "test"):
-        prefs += [json.loads(x) for x in Path(files["preference"][split]).read_text().splitlines()]
-    overridden = c["overrides"]
-    assert 0 < len(prefs) <= overridden
-    for p in prefs:
-        assert p["chosen"] != p["rejected"] and p["chosen"] and p["rejected"]
+    splits = ("train", "val", "test")
+    rows = {r["id"]: r for s in splits for r in _lines(files["jsonl"][s])}
+    prefs = [p for s in splits for p in _lines(files["preference"][s])]
+    every = [p for s in splits for p in _lines(files["preference-all"][s])]
+    overridden = [
+        r for r in rows.values()
+        if r["manual_override_task"] and r["manual_override_task"] != r["chosen_task"]
+    ]  # fmt: skip
+    assert len(every) == len(overridden) > len(prefs) > 0
+    for p in every:
+        row = rows[p["id"]]
+        assert p["chosen"] == row["manual_override_task"] and p["rejected"] == row["chosen_task"]
         assert p["prompt"].startswith("Intent: ")
-    chat = [json.loads(x) for x in Path(files["chat"]["train"]).read_text().splitlines()]
-    assert len(chat) == c["train_rows"]
-    assert [m["role"] for m in chat[0]["prompt"]] == ["system", "user"]
-    assert chat[0]["info"]["id"] == jsonl[0]["id"]
-    assert chat[0]["answer"] == (jsonl[0]["manual_override_task"] or jsonl[0]["task_executed"])
+        assert p["outcome"] == row["outcome"] and p["reward"] == row["reward"]
+        ran_preferred = row["task_executed"] == p["chosen"]
+        assert p["chosen_outcome"] == (row["outcome"] if ran_preferred else None)
+        assert p["rejected_outcome"] == (
+            row["outcome"] if row["task_executed"] == p["rejected"] else None
+        )
+    # By default a pair teaches a preference only for a task that ran and (partly) succeeded.
+    assert {p["id"] for p in prefs} == {
+        p["id"] for p in every if p["chosen_outcome"] in ("success", "partial")
+    }
+    chat = [m for s in splits for m in _lines(files["chat"][s])]
+    successes = [r for r in rows.values() if r["outcome"] == "success"]
+    assert len(chat) == len(successes) < len(rows)
+    for m in chat:
+        assert [x["role"] for x in m["prompt"]] == ["system", "user"]
+        row = rows[m["info"]["id"]]
+        assert row["outcome"] == "success" and m["answer"] == row["task_executed"]
+    rl = [m for s in splits for m in _lines(files["rl"][s])]
+    assert len(rl) == len(rows)
+    assert {m["info"]["id"]: m["reward"] for m in rl} == {i: r["reward"] for i, r in rows.items()}
+    assert {m["outcome"] for m in rl} >= {"success", "failure", "wasted"}
 
 
 def test_export_from_log_equals_export_from_file(pl, seq_mem_file, tmp_path) -> None:

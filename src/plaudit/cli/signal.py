@@ -14,7 +14,6 @@ from plaudit.cli._common import (
     db_option,
     echo_json,
     json_option,
-    open_store,
     resolve,
 )
 from plaudit.cli._progress import progress_bar
@@ -97,11 +96,21 @@ AUDIT_OPTIONS += ("--max-task-dominance", "--min-overrides", "--min-failureish",
     "--format",
     "formats",
     multiple=True,
-    type=click.Choice(["jsonl", "parquet", "preference", "chat"]),
+    type=click.Choice(["jsonl", "parquet", "preference", "preference-all", "chat", "rl"]),
     help="Output format (repeatable; default jsonl).",
 )
 @click.option("--reward", "reward_pairs", multiple=True, metavar="OUTCOME=VALUE")
 @click.option("--reward-map", default=None, metavar="JSON", help='e.g. {"wasted": -0.5}')
+@click.option(
+    "--allow-unverified",
+    is_flag=True,
+    help="Export a log that fails verification anyway (the summary records it).",
+)
+@click.option(
+    "--verify-full",
+    is_flag=True,
+    help="Recompute the whole chain, not only what was appended since the last export.",
+)
 @json_option
 def export(
     db: str | None,
@@ -116,6 +125,8 @@ def export(
     formats: tuple[str, ...],
     reward_pairs: tuple[str, ...],
     reward_map: str | None,
+    allow_unverified: bool,
+    verify_full: bool,
     as_json: bool,
 ) -> None:
     """Export joined, deduplicated, split training rows and summary.json."""
@@ -137,12 +148,26 @@ def export(
         "formats": formats or ("jsonl",),
         "rewards": _rewards(reward_pairs, reward_map),
     }
+    from plaudit.signals.export import check_export_options
+
+    check_export_options(  # a bad option is reported before any store is looked for
+        **{k: options[k] for k in ("seed", "val_percent", "test_percent", "history_size")},
+        **{k: options[k] for k in ("max_age_hours", "split_by", "formats", "rewards")},
+    )
     with progress_bar("percent") as progress:
         if seq_mem is not None:
             summary = run_export(seq_mem=seq_mem, progress=progress, **options)
         else:
-            with open_store(db) as p:
-                summary = run_export(plaudit=p, progress=progress, **options)
+            from plaudit.signals.verified import open_existing
+
+            with open_existing(resolve(db)) as p:
+                summary = run_export(
+                    plaudit=p,
+                    progress=progress,
+                    allow_unverified=allow_unverified,
+                    verify_full=verify_full,
+                    **options,
+                )
     if as_json:
         echo_json(summary)
         return
@@ -155,6 +180,15 @@ def export(
     click.echo(
         f"  link_rate={q['decision_outcome_link_rate']:.3f} override_rate={q['override_rate']:.3f}"
     )
+    window = summary["input"]
+    since = _utc(window["window_start_ms"])
+    click.echo(
+        f"  skipped_old={c['skipped_old']} (window: the last {window['max_age_hours']} h,"
+        f" since {since}; --max-age-hours changes it)"
+    )
+    verified = window.get("verified")
+    if verified is not None and not verified["ok"]:
+        click.echo(f"  warning: exported a log that fails verification ({verified['reason']})")
     extra = []
     if c["parse_errors"]:
         extra.append(f"parse_errors={c['parse_errors']}")
@@ -169,6 +203,13 @@ def export(
         )
     if extra:
         click.echo("  " + " ".join(extra))
+
+
+def _utc(ms: int) -> str:
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _gate_option(name: str, kind: type, help_text: str) -> Any:
@@ -211,7 +252,9 @@ def audit(
     if summary_path is not None:
         report = run_audit(summary_path, limits=given, report_out=report_out)
     else:
-        with open_store(db) as p:
+        from plaudit.signals.verified import open_existing
+
+        with open_existing(resolve(db)) as p:
             report = p.signals.audit(
                 None, report_out=report_out, max_age_hours=max_age_hours, **given
             )

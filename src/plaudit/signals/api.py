@@ -139,9 +139,11 @@ class Signals:
         rewards: Mapping[str, float] | None = None,
         now_ms: int | None = None,
         progress: Progress | None = None,
+        allow_unverified: bool = False,
     ) -> dict[str, Any]:
         """Export the log (or `seq_mem`, when given) to `output_dir`; returns summary.json's
-        content. `output_dir=None` computes the summary without writing anything."""
+        content. `output_dir=None` computes the summary without writing anything. A log that
+        fails verification is refused (IntegrityError) unless `allow_unverified`."""
         from plaudit.signals.export import export
 
         return export(
@@ -158,6 +160,7 @@ class Signals:
             rewards=rewards,
             now_ms=now_ms,
             progress=progress,
+            allow_unverified=allow_unverified,
         )
 
     def summary(self, **options: Any) -> dict[str, Any]:

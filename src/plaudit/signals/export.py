@@ -25,7 +25,7 @@ import msgspec
 from plaudit.errors import ValidationError
 from plaudit.signals.contract import PREFIX
 from plaudit.signals.formats import FORMATS, RowWriter, open_writer
-from plaudit.signals.join import REWARDS, Collector, Progress, joined_rows
+from plaudit.signals.join import REWARDS, Collected, Collector, Progress, joined_rows
 from plaudit.signals.scan import scan_file
 from plaudit.signals.split import SPLITS, bucket, clamp_percents
 
@@ -72,6 +72,39 @@ def check_options(
             raise ValidationError(f"rewards.{key}", "must be a finite number")
         merged[key] = float(value)
     return merged
+
+
+def check_export_options(
+    *,
+    split_by: str,
+    formats: Sequence[str],
+    rewards: Mapping[str, Any] | None,
+    history_size: int,
+    max_age_hours: int,
+    seed: int,
+    val_percent: int,
+    test_percent: int,
+) -> tuple[dict[str, float], int, int]:
+    """Validate every export option (before a store is opened, so a bad option is reported
+    as itself); returns the reward map and the clamped val and test percentages."""
+    reward_map = check_options(
+        split_by=split_by,
+        formats=formats,
+        rewards=rewards,
+        history_size=history_size,
+        max_age_hours=max_age_hours,
+        seed=seed,
+    )
+    for name, value in (("val_percent", val_percent), ("test_percent", test_percent)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
+    val_pct, test_pct = clamp_percents(val_percent, test_percent)
+    if val_pct + test_pct >= 100:
+        raise ValidationError(
+            "val_percent",
+            f"val {val_pct}% + test {test_pct}% leave no rows for train; keep their sum under 100",
+        )
+    return reward_map, val_pct, test_pct
 
 
 def _check_path(field: str, value: str | os.PathLike[str]) -> Path:
@@ -237,12 +270,84 @@ def collect_log(
     seed: int = 42,
     progress: Progress | None,
 ) -> Collector:
+    """Read every router event of the log (what the projection saves an export from, and
+    what it is checked against)."""
     col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
     # Raw columns in log order, without building an event object per row.
     with plaudit.log.reading() as view:
-        rows = view.scan_columns(("type", "ts_ms", "session_id", "payload"), types=[PREFIX])
+        rows = view.scan_columns(("seq", "type", "ts_ms", "session_id", "payload"), types=[PREFIX])
         col.feed_rows(rows, progress=progress)
     return col
+
+
+class _FromCollector:
+    """A collected file (or a full read of the log) as an export source."""
+
+    def __init__(self, collected: Collected) -> None:
+        self.collected = collected
+        self.counts = collected.counts
+        self.conflicts = collected.conflicts
+        self.errors = collected.errors
+
+    def rows(
+        self,
+        *,
+        seed: int,
+        history_size: int,
+        rewards: dict[str, float],
+        progress: Progress | None,
+        full: bool,
+    ) -> Iterator[tuple[str, str, str, str, int, bytes | None]]:
+        del seed  # buckets were computed with it while reading
+        return joined_rows(
+            self.collected,
+            history_size=history_size,
+            rewards=rewards,
+            progress=progress,
+            full=full,
+        )
+
+
+@contextlib.contextmanager
+def _source(
+    plaudit: Plaudit | None,
+    seq_path: Path | None,
+    *,
+    now: int,
+    max_age_hours: int,
+    seed: int,
+    progress: Progress | None,
+    parallel: bool | None,
+    use_projection: bool,
+) -> Iterator[Any]:
+    """What the export reads: a seq_mem file, else the log's `signals` projection (in one
+    read transaction), else, when the age window splits some id's events, the whole log."""
+    if seq_path is not None:
+        col = collect_seq_mem(
+            seq_path,
+            now_ms=now,
+            max_age_hours=max_age_hours,
+            seed=seed,
+            progress=progress,
+            parallel=parallel,
+        )
+        yield _FromCollector(col.out)
+        return
+    assert plaudit is not None
+    if use_projection:
+        from plaudit.signals.logrows import read
+        from plaudit.signals.projection import NAME
+
+        plaudit.log.ensure_projection(NAME)
+        with plaudit.log.reading() as view:
+            src = read(view.tx, now_ms=now, max_age_hours=max_age_hours)
+            if src is not None:
+                yield src
+                return
+    col = collect_log(
+        plaudit, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
+    )
+    yield _FromCollector(col.out)
 
 
 def export(
@@ -261,8 +366,16 @@ def export(
     now_ms: int | None = None,
     progress: Progress | None = None,
     parallel: bool | None = None,
+    use_projection: bool = True,
+    allow_unverified: bool = False,
+    verify_full: bool = False,
 ) -> dict[str, Any]:
     """Export from `seq_mem` when given, else from the log; returns the summary.
+
+    Files are only written from a log that verifies (see `plaudit.signals.verified`); one that
+    does not is refused unless `allow_unverified`, and the summary's `input.verified` says so.
+    What was appended since the last verified export is checked, or, with `verify_full`, the
+    whole chain.
 
     With `output_dir=None` nothing is written (the summary alone, e.g. for quality gates).
     `parallel=True` reads a seq_mem file in two halves, one in a forked worker process; None
@@ -270,18 +383,16 @@ def export(
     PLAUDIT_EXPORT_JOBS=2, or when it is unset (or `auto`) and the load average shows an idle
     core; PLAUDIT_EXPORT_JOBS=1 keeps it in one process.
     """
-    reward_map = check_options(
+    reward_map, val_pct, test_pct = check_export_options(
         split_by=split_by,
         formats=formats,
         rewards=rewards,
         history_size=history_size,
         max_age_hours=max_age_hours,
         seed=seed,
+        val_percent=val_percent,
+        test_percent=test_percent,
     )
-    for name, value in (("val_percent", val_percent), ("test_percent", test_percent)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(name, f"must be an integer, got {type(value).__name__}")
-    val_pct, test_pct = clamp_percents(val_percent, test_percent)
     now = int(time.time() * 1000) if now_ms is None else now_ms
     out_root = _check_path("output_dir", output_dir) if output_dir is not None else None
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
@@ -308,6 +419,9 @@ def export(
             reward_map=reward_map,
             progress=progress,
             parallel=parallel,
+            use_projection=use_projection,
+            allow_unverified=allow_unverified,
+            verify_full=verify_full,
         )
     finally:
         if gc_was_enabled:
@@ -330,77 +444,83 @@ def _export(
     reward_map: dict[str, float],
     progress: Progress | None,
     parallel: bool | None,
+    use_projection: bool,
+    allow_unverified: bool,
+    verify_full: bool,
 ) -> dict[str, Any]:
-    if seq_path is not None:
-        col = collect_seq_mem(
-            seq_path,
-            now_ms=now,
-            max_age_hours=max_age_hours,
-            seed=seed,
-            progress=progress,
-            parallel=parallel,
-        )
-    else:
-        assert plaudit is not None
-        col = collect_log(
-            plaudit, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
-        )
-    collected = col.out
+    verified = None
+    if seq_path is None and out_root is not None and plaudit is not None:
+        from plaudit.signals.verified import require_verified
 
-    outputs: _Outputs | None = None
-    if out_root is not None:
+        verified = require_verified(plaudit, allow_unverified=allow_unverified, full=verify_full)
+    with _source(
+        plaudit,
+        seq_path,
+        now=now,
+        max_age_hours=max_age_hours,
+        seed=seed,
+        progress=progress,
+        parallel=parallel,
+        use_projection=use_projection,
+    ) as source:
+        outputs: _Outputs | None = None
+        if out_root is not None:
+            try:
+                out_root.mkdir(parents=True, exist_ok=True)
+                _clean_stale(out_root)
+                outputs = _Outputs(out_root, formats)
+            except OSError as exc:
+                raise ValidationError(
+                    "output_dir", f"cannot write to {str(out_root)!r}: {exc.strerror or exc}"
+                ) from None
         try:
-            out_root.mkdir(parents=True, exist_ok=True)
-            _clean_stale(out_root)
-            outputs = _Outputs(out_root, formats)
-        except OSError as exc:
-            raise ValidationError(
-                "output_dir", f"cannot write to {str(out_root)!r}: {exc.strerror or exc}"
-            ) from None
-    try:
-        summary = _run(
-            collected,
-            outputs,
-            seed=seed,
-            val_pct=val_pct,
-            test_pct=test_pct,
-            history_size=history_size,
-            split_by=split_by,
-            rewards=reward_map,
-            progress=progress,
-        )
-        summary["generated_at_ms"] = now
-        summary["input"] = {
-            "seq_mem": str(seq_path) if seq_path is not None else None,
-            "max_age_hours": max_age_hours,
-            "seed": seed,
-            "val_percent": val_pct,
-            "test_percent": test_pct,
-            "history_size": history_size,
-            "source": "seq_mem" if seq_path is not None else "log",
-            "db": None if seq_path is not None or plaudit is None else plaudit.backend.describe(),
-            "split_by": split_by,
-            "formats": list(dict.fromkeys(formats)),
-            "rewards": reward_map,
-        }
-        summary = _ordered(summary)
-        if outputs is not None:
-            import json
+            summary = _run(
+                source,
+                outputs,
+                seed=seed,
+                val_pct=val_pct,
+                test_pct=test_pct,
+                history_size=history_size,
+                split_by=split_by,
+                rewards=reward_map,
+                progress=progress,
+            )
+            summary["generated_at_ms"] = now
+            summary["input"] = {
+                "seq_mem": str(seq_path) if seq_path is not None else None,
+                "max_age_hours": max_age_hours,
+                "seed": seed,
+                "val_percent": val_pct,
+                "test_percent": test_pct,
+                "history_size": history_size,
+                "source": "seq_mem" if seq_path is not None else "log",
+                "db": None
+                if seq_path is not None or plaudit is None
+                else plaudit.backend.describe(),
+                "split_by": split_by,
+                "formats": list(dict.fromkeys(formats)),
+                "rewards": reward_map,
+                "window_start_ms": max(1, now - max(1, max_age_hours) * 3_600_000),
+                "verified": verified,
+            }
+            summary = _ordered(summary)
+            if outputs is not None:
+                import json
 
-            summary["outputs"] = outputs.outputs()
-            outputs.close()
-            outputs.commit((json.dumps(summary, indent=2) + "\n").encode())
-        else:
-            summary["outputs"] = {}
-    except BaseException as exc:
-        if outputs is not None:
-            outputs.abort()
-        if isinstance(exc, OSError):
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise ValidationError(
-                "output_dir", f"writing the export failed: {exc.strerror or exc}{where}"
-            ) from None
-        raise
+                summary["outputs"] = outputs.outputs()
+                outputs.close()
+                outputs.commit((json.dumps(summary, indent=2) + "\n").encode())
+            else:
+                summary["outputs"] = {}
+        except BaseException as exc:
+            if outputs is not None:
+                outputs.abort()
+            if isinstance(exc, OSError):
+                where = f" ({exc.filename})" if exc.filename else ""
+                raise ValidationError(
+                    "output_dir", f"writing the export failed: {exc.strerror or exc}{where}"
+                ) from None
+            raise
     return summary
 
 
@@ -412,7 +532,7 @@ def _ordered(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(
-    collected: Any,
+    source: Any,
     outputs: _Outputs | None,
     *,
     seed: int,
@@ -423,23 +543,8 @@ def _run(
     rewards: dict[str, float],
     progress: Progress | None,
 ) -> dict[str, Any]:
-    counts = collected.counts
-    rows = joined_rows(
-        collected,
-        history_size=history_size,
-        rewards=rewards,
-        progress=progress,
-        full=outputs is not None,
-    )
-    by_session = split_by == "session"
-    session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
     # bucket -> split index (0 train, 1 val, 2 test), the reference's rule, as a table
     split_of = [2] * test_pct + [1] * val_pct + [0] * (100 - test_pct - val_pct)
-    # Per row, kept in flat lists and tallied at the end by C code (Counter, set).
-    sessions: list[str] = []
-    tasks: list[str] = []
-    outcomes: list[str] = []
-    splits: list[int] = []
     raw: list[list[RowWriter]] = [[], [], []]
     parsed: list[list[RowWriter]] = [[], [], []]
     if outputs is not None:
@@ -451,6 +556,41 @@ def _run(
         ws[0].write_line if len(ws) == 1 and not p else None
         for ws, p in zip(raw, parsed, strict=True)
     ]
+    stored = getattr(source, "stored", None)
+    defaults = (
+        seed == 42
+        and split_by == "decision"
+        and history_size == 3
+        and rewards == REWARDS
+        and (outputs is None or all(d is not None for d in direct))
+    )
+    if stored is not None and defaults:
+        writers = [d for d in direct if d is not None]
+        write = None if outputs is None else lambda split, line: writers[split](line)
+        tallies = stored(split_of, write)
+        if tallies is not None:
+            return _summary(
+                source,
+                tallies.tasks,
+                tallies.outcomes,
+                tallies.splits,
+                tallies.sessions,
+                tallies.leaking,
+            )
+    rows = source.rows(
+        seed=seed,
+        history_size=history_size,
+        rewards=rewards,
+        progress=progress,
+        full=outputs is not None,
+    )
+    by_session = split_by == "session"
+    session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
+    # Per row, kept in flat lists and tallied at the end by C code (Counter, set).
+    sessions: list[str] = []
+    tasks: list[str] = []
+    outcomes: list[str] = []
+    splits: list[int] = []
     decode = msgspec.json.decode
     for _, session, chosen, outcome, row_bucket, line in rows:
         if by_session and session:
@@ -479,14 +619,30 @@ def _run(
     outcome_counts = Counter([o or "unknown" for o in outcomes])
     task_counts = Counter([t or "unknown" for t in tasks])
     per_split = Counter(splits)
-    split_rows = {name: per_split[i] for i, name in enumerate(SPLITS)}
     # How many splits each session's rows went to: more than one is leakage.
     session_splits = Counter([s for s, _ in set(zip(sessions, splits, strict=True)) if s])
     leaking = sum(1 for n in session_splits.values() if n > 1)
     del sessions, tasks, outcomes, splits
-    counts.train_rows = split_rows["train"]
-    counts.val_rows = split_rows["val"]
-    counts.test_rows = split_rows["test"]
+    return _summary(
+        source,
+        dict(task_counts),
+        dict(outcome_counts),
+        [per_split[i] for i in range(3)],
+        len(session_splits),
+        leaking,
+    )
+
+
+def _summary(
+    source: Any,
+    task_counts: dict[str, int],
+    outcome_counts: dict[str, int],
+    split_rows: list[int],
+    sessions: int,
+    leaking: int,
+) -> dict[str, Any]:
+    counts = source.counts
+    counts.train_rows, counts.val_rows, counts.test_rows = split_rows
     joined = counts.joined_rows
     seen = counts.decisions + counts.duplicate_decision_ids
     return {
@@ -501,11 +657,11 @@ def _run(
             "duplicate_rate": round(
                 (counts.duplicate_decision_ids + counts.dropped_duplicate_rows) / max(1, seen), 6
             ),
-            "sessions": len(session_splits),
+            "sessions": sessions,
             "split_leakage_sessions": leaking,
-            "split_leakage_rate": round(leaking / max(1, len(session_splits)), 6),
+            "split_leakage_rate": round(leaking / max(1, sessions), 6),
         },
-        "distributions": {"outcomes": dict(outcome_counts), "chosen_tasks": dict(task_counts)},
-        "conflicts": list(collected.conflicts),
-        "parse_error_samples": list(collected.errors),
+        "distributions": {"outcomes": outcome_counts, "chosen_tasks": task_counts},
+        "conflicts": list(source.conflicts),
+        "parse_error_samples": list(source.errors),
     }

@@ -4,8 +4,15 @@
 * ``parquet``: the same rows with a fixed schema; ``context`` and ``candidates`` are free-form,
   so they are stored as JSON text columns.
 * ``preference``: pairs from overridden decisions: ``prompt``, ``chosen`` (the task the user
-  switched to), ``rejected`` (the task the router chose), as DPO-style trainers read them.
-* ``chat``: ``prompt`` as a list of messages, ``answer`` and ``info``, as RL trainers read them.
+  switched to), ``rejected`` (the task the router chose), as DPO-style trainers read them;
+  only pairs whose preferred task ran and succeeded or partly succeeded, so a pair never
+  teaches a preference for a task that failed. ``preference-all`` keeps every pair. Each pair
+  carries the outcome of each side that ran (``chosen_outcome``, ``rejected_outcome``; null
+  for a side that did not run), so trainers can filter differently.
+* ``chat``: supervised fine-tuning examples, ``prompt`` as a list of messages and ``answer``
+  the task that ran, only from rows whose outcome was ``success``.
+* ``rl``: every row, ``prompt`` as messages, the task that ran, its outcome and ``reward``, as
+  RL trainers read them (failures included: they carry the negative signal).
 """
 
 from __future__ import annotations
@@ -18,13 +25,17 @@ import msgspec
 
 from plaudit.errors import ValidationError
 
-FORMATS = ("jsonl", "parquet", "preference", "chat")
+FORMATS = ("jsonl", "parquet", "preference", "preference-all", "chat", "rl")
 SUFFIX = {
     "jsonl": ".jsonl",
     "parquet": ".parquet",
     "preference": ".preference.jsonl",
+    "preference-all": ".preference-all.jsonl",
     "chat": ".chat.jsonl",
+    "rl": ".rl.jsonl",
 }
+#: Outcomes whose task may stand as the preferred side of a pair.
+GOOD = ("success", "partial")
 SYSTEM_PROMPT = (
     "You are a task router. Given the user's intent, the project context, the candidate tasks "
     "and the recent routing history, answer with the single task to run."
@@ -96,11 +107,42 @@ class JsonlWriter(_Lines):
         self.rows += 1
 
 
+def _info(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "session_id": row.get("session_id"),
+        "chosen_task": row.get("chosen_task"),
+        "task_executed": row.get("task_executed"),
+        "outcome": row.get("outcome"),
+        "reward": row.get("reward"),
+        "confidence": row.get("confidence"),
+        "propensity": row.get("propensity"),
+        "manual_override_task": row.get("manual_override_task"),
+        "candidates": row.get("candidates"),
+    }
+
+
+def _messages(row: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": prompt_text(row)},
+    ]
+
+
 class PreferenceWriter(_Lines):
+    """Pairs whose preferred task ran and succeeded or partly succeeded (`every=False`)."""
+
+    every = False
+
     def write(self, row: dict[str, Any]) -> None:
         chosen = row.get("manual_override_task") or ""
         rejected = row.get("chosen_task") or ""
         if not chosen or chosen == rejected:
+            return
+        executed = row.get("task_executed")
+        outcome = row.get("outcome")
+        chosen_outcome = outcome if executed == chosen else None
+        if not self.every and chosen_outcome not in GOOD:
             return
         self._emit(
             {
@@ -109,33 +151,40 @@ class PreferenceWriter(_Lines):
                 "chosen": chosen,
                 "rejected": rejected,
                 "session_id": row.get("session_id"),
-                "outcome": row.get("outcome"),
+                "outcome": outcome,
+                "task_executed": executed,
+                "chosen_outcome": chosen_outcome,
+                "rejected_outcome": outcome if executed == rejected else None,
+                "reward": row.get("reward"),
             }
         )
 
 
+class AllPreferenceWriter(PreferenceWriter):
+    every = True
+
+
 class ChatWriter(_Lines):
+    """Supervised examples: only what ran and succeeded is an answer to imitate."""
+
     def write(self, row: dict[str, Any]) -> None:
-        answer = row.get("manual_override_task") or row.get("task_executed") or row["chosen_task"]
+        if row.get("outcome") != "success":
+            return
+        answer = row.get("task_executed") or row["chosen_task"]
+        self._emit({"prompt": _messages(row), "answer": answer, "info": _info(row)})
+
+
+class RlWriter(_Lines):
+    """Every row with its reward: a failure is a signal too."""
+
+    def write(self, row: dict[str, Any]) -> None:
         self._emit(
             {
-                "prompt": [
-                    {"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": prompt_text(row)},
-                ],
-                "answer": answer,
-                "info": {
-                    "id": row["id"],
-                    "session_id": row.get("session_id"),
-                    "chosen_task": row.get("chosen_task"),
-                    "task_executed": row.get("task_executed"),
-                    "outcome": row.get("outcome"),
-                    "reward": row.get("reward"),
-                    "confidence": row.get("confidence"),
-                    "propensity": row.get("propensity"),
-                    "manual_override_task": row.get("manual_override_task"),
-                    "candidates": row.get("candidates"),
-                },
+                "prompt": _messages(row),
+                "task": row.get("task_executed") or row["chosen_task"],
+                "outcome": row.get("outcome"),
+                "reward": row.get("reward"),
+                "info": _info(row),
             }
         )
 
@@ -259,7 +308,9 @@ WRITERS: dict[str, type] = {
     "jsonl": JsonlWriter,
     "parquet": ParquetWriter,
     "preference": PreferenceWriter,
+    "preference-all": AllPreferenceWriter,
     "chat": ChatWriter,
+    "rl": RlWriter,
 }
 
 

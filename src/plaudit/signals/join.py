@@ -20,7 +20,6 @@ from __future__ import annotations
 import binascii
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -33,9 +32,11 @@ REWARDS: dict[str, float] = {"success": 1.0, "partial": 0.55, "failure": 0.0, "w
 MAX_CONFLICT_IDS = 20
 
 #: Fields that make up a row's content for `dedupe_id`, in this order: everything but the
-#: decision id, the timestamp and the derived history, so the same decision re-emitted under
-#: a new id matches. `dedupe_id` is the sha256 of these fields encoded as one compact JSON
-#: object in this order, `context` and `candidates` as their JSON text in the input.
+#: decision id and the derived history, then the timestamp. `dedupe_id` is the sha256 of these
+#: fields encoded as one compact JSON object in this order (`context` and `candidates` as their
+#: JSON text in the input), so only rows with the same content made in the same millisecond
+#: share one: an identical re-write under a new id is dropped, while two decisions made at
+#: different times are never merged, however alike.
 DEDUPE_FIELDS = (
     "schema_version",
     "source",
@@ -55,6 +56,7 @@ DEDUPE_FIELDS = (
     "time_to_resolution_ms",
     "error_kind",
     "manual_override_task",
+    "ts_ms",
 )
 _DEDUPE_PREFIX = b'{"schema_version":"' + SCHEMA_ROW.encode() + b'",'
 
@@ -80,31 +82,8 @@ class _Past(msgspec.Struct):
 _encode = msgspec.json.Encoder().encode
 
 
-@dataclass
 class Counts:
-    decisions: int = 0
-    outcomes: int = 0
-    joined_rows: int = 0
-    missing_outcome: int = 0
-    duplicate_decision_ids: int = 0
-    duplicate_outcome_ids: int = 0
-    dropped_duplicate_rows: int = 0
-    overrides: int = 0
-    train_rows: int = 0
-    val_rows: int = 0
-    test_rows: int = 0
-    parse_errors: int = 0
-    # plaudit's additions
-    lines: int = 0
-    identical_repeats: int = 0
-    conflicting_decision_ids: int = 0
-    conflicting_outcome_ids: int = 0
-    override_events: int = 0
-    skipped_old: int = 0
-    skipped_no_decision_id: int = 0
-    skipped_no_chosen_task: int = 0
-    oversize_lines: int = 0
-    other_events: int = 0
+    """The summary's counts (a plain class, cheap to import on the emit path)."""
 
     REFERENCE = (
         "decisions",
@@ -120,12 +99,30 @@ class Counts:
         "test_rows",
         "parse_errors",
     )
+    FIELDS = (
+        *REFERENCE,
+        # plaudit's additions
+        "lines",
+        "identical_repeats",
+        "conflicting_decision_ids",
+        "conflicting_outcome_ids",
+        "override_events",
+        "skipped_old",
+        "skipped_no_decision_id",
+        "skipped_no_chosen_task",
+        "oversize_lines",
+        "other_events",
+    )
+    __slots__ = FIELDS
+
+    def __init__(self) -> None:
+        for name in self.FIELDS:
+            setattr(self, name, 0)
 
     def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: getattr(self, k) for k in self.FIELDS}
 
 
-@dataclass
 class Collected:
     """The latest decision and outcome per id, overrides, and the counts.
 
@@ -136,12 +133,13 @@ class Collected:
     manual_override_task); an override is its task.
     """
 
-    counts: Counts = field(default_factory=Counts)
-    decisions: dict[str, list[Any]] = field(default_factory=dict)
-    outcomes: dict[str, tuple[str, str, int, str, str]] = field(default_factory=dict)
-    overrides: dict[str, str] = field(default_factory=dict)
-    conflicts: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.counts = Counts()
+        self.decisions: dict[str, list[Any]] = {}
+        self.outcomes: dict[str, tuple[str, str, int, str, str]] = {}
+        self.overrides: dict[str, str] = {}
+        self.conflicts: list[str] = []
+        self.errors: list[str] = []
 
 
 class Collector:
@@ -219,20 +217,52 @@ class Collector:
             scan.overrides = []
 
     def feed_rows(
-        self, rows: Iterable[tuple[str, int, str, str]], *, progress: Progress | None = None
+        self, rows: Iterable[tuple[int, str, int, str, str]], *, progress: Progress | None = None
     ) -> None:
-        """(type, ts_ms, session_id, payload JSON text) rows straight from the log's table:
+        """(seq, type, ts_ms, session_id, payload JSON text) rows straight from the log's table:
         each payload is decoded once, into the fields the export needs."""
         scanner = self.scanner()
         event = scanner.event
         n = 0
-        for name, ts_ms, session, payload in rows:
+        for seq, name, ts_ms, session, payload in rows:
             n += 1
-            event(name, ts_ms, session, payload)
+            event(name, ts_ms, session, payload, seq)
             if progress is not None and not n % 20_000:
                 progress("reading", n, None)
         scanner.out.events = n
         self.fold([scanner.finish()], where="log")
+
+
+_DEDUPE_BASE = hashlib.sha256(_DEDUPE_PREFIX)
+#: The row's end, after the outcome's fields, filled by one bytes format per row.
+END_FORMAT = b'%b,%b,"event_history":%b,"reward":%b,"dedupe_id":"%b","propensity":%b}\n'
+
+
+def encode_tail(
+    chosen: str, executed: str, outcome: str, ttr: int, error_kind: str, override_task: str
+) -> bytes:
+    """The outcome's part of a row, as JSON members without braces."""
+    return _encode(_Tail(executed or chosen, outcome, ttr, error_kind, override_task))[1:-1]
+
+
+def row_digest(content: bytes | memoryview, tail: bytes, ts_ms: int) -> bytes:
+    """`dedupe_id`'s sha256 (see DEDUPE_FIELDS): `content` is the row's members from `source`
+    to `confidence`, `tail` the outcome's (from `encode_tail`)."""
+    h = _DEDUPE_BASE.copy()
+    h.update(content)
+    h.update(b",")
+    h.update(tail)
+    h.update(b',"ts_ms":%d}' % ts_ms)
+    return h.digest()
+
+
+def history_entry(decision_id: str, chosen_task: str, ts_ms: int) -> bytes:
+    """A history entry's JSON after its opening brace (its `t_minus` goes in front)."""
+    return _encode(_Past(decision_id, chosen_task, ts_ms))[1:]
+
+
+def t_minus_prefix(i: int) -> bytes:
+    return b'{"t_minus":%d,' % i
 
 
 def _content(d: list[Any]) -> memoryview:
@@ -296,23 +326,21 @@ def joined_rows(
         for i, item in enumerate(tl):
             position[item[2]] = i
         if want_history:
-            past[session] = [_encode(_Past(e[2], e[3], e[0]))[1:] for e in tl]
+            past[session] = [history_entry(e[2], e[3], e[0]) for e in tl]
     del timelines
     order.sort()
 
     # Bounded by the longest session too: `--history-size 10**20` must not allocate 10**20.
-    t_minus = [b'{"t_minus":%d,' % i for i in range(min(k, longest) + 1)]
+    t_minus = [t_minus_prefix(i) for i in range(min(k, longest) + 1)]
     seen: set[bytes] = set()
     total = len(order)
-    sha256 = hashlib.sha256
     joined = 0
     overridden = 0
-    # The row's end, after the outcome's fields, by one bytes format per row.
-    end_format = b'%b,%b,"event_history":%b,"reward":%b,"dedupe_id":"%b","propensity":%b}\n'
+    end_format = END_FORMAT
     reward_json = {name: _encode(float(value)) for name, value in reward_map.items()}
     no_reward = _encode(0.0)
     hexlify = binascii.hexlify
-    base = sha256(_DEDUPE_PREFIX)
+    base = _DEDUPE_BASE
     for n, (_, _, did, d, o) in enumerate(order, 1):
         if progress is not None and not n % 20_000:
             progress("joining", n, total)
@@ -325,7 +353,8 @@ def joined_rows(
         h = base.copy()
         h.update(heads[d[5] + 1 : d[6]])
         h.update(b",")
-        h.update(tail[1:])
+        h.update(tail[1:-1])
+        h.update(b',"ts_ms":%d}' % d[0])
         digest = h.digest()
         if digest in seen:
             c.dropped_duplicate_rows += 1

@@ -28,7 +28,6 @@ import os
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
 from math import isfinite
 from sys import intern
 from typing import Any
@@ -42,6 +41,8 @@ CHUNK_BYTES = 4 << 20
 #: Files smaller than this are read in one process: a worker's start-up would not pay off.
 PARALLEL_MIN_BYTES = 32 << 20
 MAX_SAMPLES = 20
+#: What ends a line for `str.splitlines` besides LF, as UTF-8 bytes.
+_SEPARATORS = re.compile(rb"\r\n?|\n|[\x0b\x0c\x1c\x1d\x1e]|\xc2\x85|\xe2\x80[\xa8\xa9]")
 SCHEMA_ROW = "flow_router_train_row_v1"
 
 
@@ -169,28 +170,29 @@ def bucket(key: str, seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:4], "big") % 100
 
 
-@dataclass
 class Scan:
     """Records and tallies of one stretch of input, each kind of record in input order.
 
     A decision's record holds offsets into `heads`, where its output row's first half is
     encoded: one buffer per stretch is far cheaper to keep, and to hand over from a worker
-    process, than a bytes object per decision.
+    process, than a bytes object per decision. (A plain class: `dataclasses` would cost every
+    shell-hook emit its import, now that appends fold router events into the projection.)
     """
 
-    decisions: list[tuple[Any, ...]] = field(default_factory=list)
-    outcomes: list[tuple[Any, ...]] = field(default_factory=list)
-    overrides: list[tuple[str, str]] = field(default_factory=list)
-    heads: bytearray = field(default_factory=bytearray)
-    lines: int = 0  # lines read, blank ones included (for numbering errors)
-    events: int = 0  # lines that decoded as events
-    parse_errors: int = 0
-    oversize_lines: int = 0
-    skipped_old: int = 0
-    skipped_no_decision_id: int = 0
-    other_events: int = 0
-    # (line number within this stretch, reason), the first few only
-    errors: list[tuple[int, str]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.decisions: list[tuple[Any, ...]] = []
+        self.outcomes: list[tuple[Any, ...]] = []
+        self.overrides: list[tuple[str, str]] = []
+        self.heads = bytearray()
+        self.lines = 0  # lines read, blank ones included (for numbering errors)
+        self.events = 0  # lines that decoded as events
+        self.parse_errors = 0
+        self.oversize_lines = 0
+        self.skipped_old = 0
+        self.skipped_no_decision_id = 0
+        self.other_events = 0
+        # (line number within this stretch, reason), the first few only
+        self.errors: list[tuple[int, str]] = []
 
 
 _encode_into = msgspec.json.Encoder().encode_into
@@ -281,9 +283,9 @@ class Scanner:
         if name == DECISION:
             self._decisions(meta, heads)
         elif name == OUTCOME:
-            self._outcomes(heads)
+            self._outcomes(meta, heads)
         else:
-            self._overrides(heads)
+            self._overrides(meta, heads)
         pending_meta.clear()
         texts.clear()
 
@@ -367,7 +369,7 @@ class Scanner:
             )
         out.skipped_no_decision_id += skipped
 
-    def _outcomes(self, decoded: list[_Outcome]) -> None:
+    def _outcomes(self, meta: list[tuple[int, str, int]], decoded: list[_Outcome]) -> None:
         out = self.out
         records = out.outcomes
         for o in decoded:
@@ -392,7 +394,7 @@ class Scanner:
                 )
             )
 
-    def _overrides(self, decoded: list[_Override]) -> None:
+    def _overrides(self, meta: list[tuple[int, str, int]], decoded: list[_Override]) -> None:
         out = self.out
         for v in decoded:
             did = _s(v.decision_id)
@@ -503,28 +505,32 @@ class Scanner:
                 remaining -= len(chunk)
                 done += len(chunk)
                 if oversize:
-                    nl = chunk.find(b"\n")
-                    if nl < 0:
+                    end_of_line = _SEPARATORS.search(chunk)
+                    if end_of_line is None:
                         continue
-                    chunk = chunk[nl + 1 :]
+                    chunk = chunk[end_of_line.end() :]
                     oversize = False
                 lines = (carry + chunk if carry else chunk).split(b"\n")
                 carry = lines.pop()
                 if max(map(len, lines), default=0) > MAX_LINE_BYTES:
                     for line in lines:
                         line_no += 1
-                        if len(line) > MAX_LINE_BYTES:
-                            self._oversize(line_no)
-                        else:
-                            self.lines([line], line_no - 1)
+                        self._long_line(line, line_no)
                 else:
                     self.lines(lines, line_no)
                     line_no += len(lines)
                 if len(carry) > MAX_LINE_BYTES:
-                    line_no += 1
-                    self._oversize(line_no)
-                    carry = b""
-                    oversize = True
+                    # Other line ends (a file written with CR only) end lines too, as
+                    # `str.splitlines` ends them: only the unfinished last piece is carried.
+                    pieces = _SEPARATORS.split(carry)
+                    carry = pieces.pop()
+                    for piece in pieces:
+                        self._long_line(piece, line_no + 1)
+                    if len(carry) > MAX_LINE_BYTES:
+                        line_no += 1
+                        self._oversize(line_no)
+                        carry = b""
+                        oversize = True
                 if progress is not None and done >= next_report:
                     progress("reading", int(done * scale), None)
                     next_report = done + (32 << 20)
@@ -533,6 +539,19 @@ class Scanner:
             self.lines([carry], line_no - 1)
         self.out.lines = line_no
         return self.finish()
+
+    def _long_line(self, line: bytes, line_no: int) -> None:
+        """A line over the size limit when split at `\n` alone: the pieces other line ends
+        (CR, U+2028, ...) make of it are read as lines, as the reference reads them; a piece
+        still over the limit is a parse error."""
+        if len(line) <= MAX_LINE_BYTES:
+            self.lines([line], line_no - 1)
+            return
+        for piece in _SEPARATORS.split(line):
+            if len(piece) > MAX_LINE_BYTES:
+                self._oversize(line_no)
+            else:
+                self.lines([piece], line_no - 1)
 
     def _oversize(self, line_no: int) -> None:
         self.out.oversize_lines += 1

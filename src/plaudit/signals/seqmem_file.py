@@ -1,10 +1,11 @@
 """Appending router events to a seq_mem.jsonl file, safely shared by concurrent emitters.
 
 The row matches the reference emitter's (`ts_ms`, `dur_us`, `ok`, `session_id`, `event_id`,
-`content_hash`, `name`, `subject` as a JSON string with sorted keys). Each row is written with
-one `write` under an exclusive `flock`, then fsynced, so parallel shell hooks never interleave
-lines, and a row is on disk when the emitter reports success. If an earlier writer died mid-line,
-the torn fragment is closed off first, so it cannot swallow the next row.
+`content_hash`, `name`, `subject` as a JSON string with sorted keys), `event_id` included.
+Each row is written with one `write` under an exclusive `flock`, then fsynced, so parallel
+shell hooks never interleave lines, and a row is on disk when the emitter reports success. If
+an earlier writer died mid-line, the torn fragment is closed off first, so it cannot swallow
+the next row.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ def safe_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True, sort_keys=True)
 
 
+def row_event_id(name: str, session_id: str, payload: dict[str, Any], ts_ms: int) -> str:
+    """The reference emitter's `event_id`: sha256 of `name|session|decision_id|outcome|ts_ms`,
+    64 hex digits, new for every row written at another millisecond. (The log keeps its own
+    idempotent id: a retry is a new seq_mem row but the same log event.)"""
+    key = f"{name}|{session_id}|{payload.get('decision_id', '')}|{payload.get('outcome', '')}"
+    return hashlib.sha256(f"{key}|{ts_ms}".encode()).hexdigest()
+
+
 def seq_mem_row(emission: Emission, ts_ms: int) -> dict[str, Any]:
     subject = safe_json(emission.payload)
     return {
@@ -36,7 +45,7 @@ def seq_mem_row(emission: Emission, ts_ms: int) -> dict[str, Any]:
         "dur_us": 0,
         "ok": emission.ok,
         "session_id": emission.session_id,
-        "event_id": emission.id,
+        "event_id": row_event_id(emission.type, emission.session_id, emission.payload, ts_ms),
         "content_hash": hashlib.sha256(subject.encode()).hexdigest(),
         "name": emission.type,
         "subject": subject,

@@ -79,6 +79,14 @@ class LogView:
             )
         ]
 
+    def check_chain(self, lo: int, hi: int, prev: bytes) -> tuple[int | None, str | None, bytes]:
+        """Recompute the chain over positions lo..hi from `prev`, the hash before `lo`:
+        (first bad position or None, why, the hash at `hi`). For readers that verify only
+        what was appended since a head they checked before (the signals export)."""
+        from plaudit.store.chain import check_rows, range_sql
+
+        return check_rows(self.tx.chunks(range_sql(self.tx.dialect), (lo, hi)), lo, hi, prev)
+
     def bounds(self) -> tuple[int | None, int | None]:
         """The lowest and highest stored positions (what verify compares with the head)."""
         low, high = self.tx.fetchone("SELECT MIN(seq), MAX(seq) FROM plaudit_events") or (

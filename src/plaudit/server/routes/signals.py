@@ -121,10 +121,12 @@ class ExportIn(_In):
     history_size: Annotated[StrictInt, Field(ge=0, le=1000)] = 3
     max_age_hours: Annotated[StrictInt, Field(ge=0, le=10_000_000)] = 168
     split_by: Literal["decision", "session"] = "decision"
-    formats: list[Literal["jsonl", "parquet", "preference", "chat"]] = Field(
-        default_factory=lambda: ["jsonl"], min_length=1, max_length=4
+    formats: list[Literal["jsonl", "parquet", "preference", "preference-all", "chat", "rl"]] = (
+        Field(default_factory=lambda: ["jsonl"], min_length=1, max_length=6)
     )
     rewards: RewardMap = Field(default_factory=dict)
+    #: Export a log that fails verification anyway (refused with 409 otherwise).
+    allow_unverified: bool = False
 
 
 class Limits(_In):
