@@ -21,6 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn"),
     "postgres": ("psycopg",),
     "parquet": ("pyarrow",),
+    "otel": ("opentelemetry.sdk",),
 }
 
 

@@ -78,20 +78,10 @@ def verify_for_export(plaudit: Plaudit, *, full: bool = False) -> dict[str, Any]
 
 def open_existing(db: str | None) -> Plaudit:
     """Open a store that must already exist: exporting or auditing a mistyped path must not
-    create an empty store and report an empty dataset."""
-    import os
-
-    from plaudit.config import is_postgres, resolve_db
+    create an empty store and report an empty dataset (StoreNotFoundError, exit 2, names it)."""
     from plaudit.core import Plaudit
-    from plaudit.errors import ConfigError
 
-    url = resolve_db(db)
-    if not is_postgres(url) and not os.path.exists(url):
-        raise ConfigError(
-            f"no store at {url!r}: nothing to export or audit (give --db PATH, set $PLAUDIT_DB,"
-            " or record events first, e.g. `plaudit signal emit decision ...`, which creates it)"
-        )
-    return Plaudit.open(url)
+    return Plaudit.open(db, create=False)
 
 
 def require_verified(
