@@ -1031,8 +1031,13 @@ export interface components {
          * @description Export to a directory on the server; without `seq_mem` the log is exported.
          */
         ExportIn: {
+            /**
+             * Allow Unverified
+             * @default false
+             */
+            allow_unverified?: boolean;
             /** Formats */
-            formats?: ("jsonl" | "parquet" | "preference" | "chat")[];
+            formats?: ("jsonl" | "parquet" | "preference" | "preference-all" | "chat" | "rl")[];
             /**
              * History Size
              * @default 3
