@@ -91,7 +91,7 @@ def test_missing_store_exits_2_naming_it(tmp_path: Path, command: str) -> None:
     extra = ["--output-dir", str(tmp_path / "out")] if command == "export" else []
     r = run_plaudit("signal", command, "--db", str(missing), *extra)
     assert r.returncode == 2, r.stderr
-    assert str(missing) in r.stderr and "no store" in r.stderr
+    assert str(missing) in r.stderr and "no plaudit store" in r.stderr
     assert "Traceback" not in r.stderr
     assert not missing.exists() and not (tmp_path / "out").exists()
 
