@@ -245,9 +245,10 @@ def test_errors_never_show_the_export_root(sqlite_pl: Plaudit, tmp_path: Path) -
 
 
 def test_path_hider_keeps_what_is_not_a_server_path(tmp_path: Path) -> None:
-    hide = PathHider(str(tmp_path / "root"), [str(tmp_path / "x.db")])
-    assert hide(f"cannot read {tmp_path}/root/a/b.json") == "cannot read a/b.json"
-    assert hide(f"{tmp_path}/root is full") == "<export root> is full"
+    exports = tmp_path / "exports"
+    hide = PathHider(str(exports), [str(tmp_path / "x.db")])
+    assert hide(f"cannot read {exports / 'a' / 'b.json'}") == "cannot read a/b.json"
+    assert hide(f"{exports} is full") == "<export root> is full"
     assert hide(f"store {tmp_path}/x.db is locked") == "store <store> is locked"
     assert hide("task ai:flow/test at /payload/items/0") == "task ai:flow/test at /payload/items/0"
     assert hide("see /etc/plaudit.toml") == f"see {SERVER_PATH}"
