@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,12 @@ mode, url, name, gate = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
 seconds = float(sys.argv[3])
 events = json.loads(sys.stdin.read())
 lat = []
-if mode == "plaudit":
+if mode in ("plaudit", "enqueue"):
     from plaudit import Plaudit
     p = Plaudit.open(url)
+    op = p.log.append if mode == "plaudit" else p.log.enqueue
     def once(ev):
-        p.log.append(ev)
+        op(ev)
 else:
     import msgspec
     enc = msgspec.json.Encoder(order="sorted")
@@ -81,9 +83,12 @@ while True:
     i += 1
     if t - start > seconds:
         break
+wall = time.perf_counter() - start
+if mode in ("plaudit", "enqueue"):
+    p.close()  # an enqueuing writer gives its queued events positions here (if none did yet)
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-print(json.dumps({"n": len(lat), "wall": time.perf_counter() - start, "cpu": cpu, "lat": lat}))
+print(json.dumps({"n": len(lat), "wall": wall, "cpu": cpu, "lat": lat}))
 """
 
 
@@ -153,6 +158,7 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "ready"
         load = os.getloadavg()[0]
+        t0 = time.perf_counter()
         gate.touch()
         results = []
         for proc in procs:
@@ -162,6 +168,20 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
             results.append(json.loads(out.strip().splitlines()[-1]))
             if proc.returncode:
                 raise RuntimeError(f"a {mode} writer failed")
+        total = sum(r["n"] for r in results)
+        sequenced_after = None
+        if mode == "enqueue":
+            # Every acknowledged event must end up in the log; how long that took counts.
+            from plaudit import Plaudit
+
+            with Plaudit.open(url) as p:
+                while len(p.log) < total:
+                    if time.perf_counter() - t0 > seconds + 120:
+                        raise RuntimeError(f"only {len(p.log)} of {total} events sequenced")
+                    time.sleep(0.01)
+                if len(p.log) != total:
+                    raise RuntimeError(f"{len(p.log)} events in the log, {total} acknowledged")
+            sequenced_after = time.perf_counter() - t0
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -172,6 +192,9 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
     wall = max(r["wall"] for r in results)
     return {
         "rate": sum(counts) / wall,
+        # Events/s through to positions: acknowledged events over the time until the last of
+        # them was sequenced (for `append` that is when it returned).
+        "sequenced": sum(counts) / max(wall, sequenced_after or 0.0),
         "p50": percentile(lat, 50) * 1000,
         "p99": percentile(lat, 99) * 1000,
         "max": max(lat) * 1000,
@@ -187,6 +210,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--writers", default="1,2,4,8")
     ap.add_argument("--backends", default="postgres,sqlite")
+    ap.add_argument(
+        "--modes",
+        default="append,enqueue",
+        help="plaudit's ways to append (PostgreSQL only has both): append waits for the "
+        "event's position; enqueue returns once it is durable in the intake",
+    )
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     args = ap.parse_args()
     counts = [int(x) for x in args.writers.split(",")]
@@ -197,11 +226,15 @@ def main() -> None:
         for r in range(args.runs):
             for backend in backends:
                 for w in counts:
-                    for mode in ("plaudit", "plain"):
+                    modes = ["plaudit", "plain"]
+                    if backend == "postgres" and "enqueue" in args.modes.split(","):
+                        modes.insert(1, "enqueue")
+                    for mode in modes:
                         res = one_run(backend, mode, w, args.seconds, tmp)
                         runs.setdefault((backend, w, mode), []).append(res)
                         print(
                             f"run {r + 1} {backend} {w} writers {mode}: {res['rate']:.0f}/s "
+                            f"(sequenced {res['sequenced']:.0f}/s) "
                             f"p99 {res['p99']:.1f} ms max {res['max']:.1f} ms "
                             f"share {res['share']:.2f} load {res['load']:.2f}",
                             file=sys.stderr,
@@ -209,34 +242,47 @@ def main() -> None:
     rows = []
     for backend in backends:
         for w in counts:
-            pl, plain = runs[(backend, w, "plaudit")], runs[(backend, w, "plain")]
+            plain = runs[(backend, w, "plain")]
+            for mode in ("plaudit", "enqueue"):
+                pl = runs.get((backend, w, mode))
+                if not pl:
+                    continue
 
-            def m(rs: list[dict[str, Any]], k: str) -> float:
-                return median([x[k] for x in rs])
+                def m(rs: list[dict[str, Any]], k: str) -> float:
+                    return median([x[k] for x in rs])
 
-            ratio = median([a["rate"] / b["rate"] for a, b in zip(pl, plain, strict=True)])
-            rows.append(
-                [
-                    backend,
-                    w,
-                    f"{m(pl, 'rate'):,.0f}",
-                    f"{m(pl, 'p50'):.2f}",
-                    f"{m(pl, 'p99'):.1f}",
-                    f"{m(pl, 'max'):.0f}",
-                    f"{m(pl, 'share'):.2f}",
-                    f"{m(pl, 'cpu'):.1f}",
-                    f"{m(plain, 'rate'):,.0f}",
-                    f"{m(plain, 'p99'):.1f}",
-                    f"{ratio:.2f}",
-                    f"{m(pl, 'load'):.1f}",
-                ]
-            )
+                ratio = median([a["rate"] / b["rate"] for a, b in zip(pl, plain, strict=True)])
+                seq_ratio = median(
+                    [a["sequenced"] / b["rate"] for a, b in zip(pl, plain, strict=True)]
+                )
+                rows.append(
+                    [
+                        backend,
+                        "append" if mode == "plaudit" else mode,
+                        w,
+                        f"{m(pl, 'rate'):,.0f}",
+                        f"{m(pl, 'sequenced'):,.0f}",
+                        f"{m(pl, 'p50'):.2f}",
+                        f"{m(pl, 'p99'):.1f}",
+                        f"{m(pl, 'max'):.0f}",
+                        f"{m(pl, 'share'):.2f}",
+                        f"{m(pl, 'cpu'):.1f}",
+                        f"{m(plain, 'rate'):,.0f}",
+                        f"{m(plain, 'p99'):.1f}",
+                        f"{m(plain, 'cpu'):.1f}",
+                        f"{ratio:.2f}",
+                        f"{seq_ratio:.2f}",
+                        f"{m(pl, 'load'):.1f}",
+                    ]
+                )
     print(
         table(
             [
                 "backend",
+                "call",
                 "writers",
-                "plaudit events/s",
+                "acknowledged/s",
+                "sequenced/s",
                 "p50 ms",
                 "p99 ms",
                 "max ms",
@@ -244,7 +290,9 @@ def main() -> None:
                 "writers' CPU s",
                 "plain rows/s",
                 "plain p99 ms",
+                "plain CPU s",
                 "ratio",
+                "sequenced ratio",
                 "load",
             ],
             rows,

@@ -132,6 +132,18 @@ def test_default_path_without_env(tmp_path: Path) -> None:
     assert r.stdout.startswith("0:")
 
 
+def test_append_queue_returns_before_positions_and_close_sequences(db_url: str, capsys) -> None:
+    """`--queue` answers once the events are durable (PostgreSQL: "queued", no position);
+    the command's store is closed before it exits, which sequences what it queued."""
+    events = [{"type": "myapp.thing.v1", "id": f"q{i}", "payload": {"i": i}} for i in range(2)]
+    code, out, _ = run(["log", "append", "--db", db_url, "--queue", json.dumps(events)], capsys)
+    assert code == 0
+    with Plaudit.open(db_url) as p:
+        expected = "queued" if p.backend.has_intake else "appended"
+        assert [line.split()[0] for line in out.splitlines()] == [expected, expected]
+        assert [p.log.get(f"q{i}").seq for i in range(2)] == [1, 2]  # type: ignore[union-attr]
+
+
 def test_append_from_stdin_json_lines(sqlite_url: str) -> None:
     lines = "\n".join(json.dumps({"type": "a.b", "id": f"l{i}"}) for i in range(4))
     r = script(["log", "append", "--db", sqlite_url, "--json"], stdin=lines + "\n")

@@ -340,9 +340,12 @@ def work(t):
                 p.log.append_batch([{"id": x, "type": "test.v2.v1", "session_id": "s",
                                      "source": "t", "ts_ms": 1, "payload": {"x": x}} for x in ids])
             else:
+                # Every fourth call only queues the event (acknowledged once durable in the
+                # intake, on PostgreSQL): the pump, killed or not, must not lose it either.
                 ids = [f"{name}-{t}-{i}"]
-                p.log.append({"id": ids[0], "type": "test.v2.v1", "session_id": "s",
-                              "source": "t", "ts_ms": 1, "payload": {"x": ids[0]}})
+                call = p.log.enqueue if i % 4 == 1 else p.log.append
+                call({"id": ids[0], "type": "test.v2.v1", "session_id": "s",
+                      "source": "t", "ts_ms": 1, "payload": {"x": ids[0]}})
             os.write(fd, ("\n".join(ids) + "\n").encode())
             i += 1
 for t in range(2):

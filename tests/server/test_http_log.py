@@ -219,3 +219,20 @@ def test_any_json_payload_round_trips_and_the_chain_verifies(client, payload) ->
     assert back["seq"] == seq
     assert back["payload"] == payload
     assert client.get("/v1/log/verify").json()["ok"] is True
+
+
+def test_append_without_waiting_answers_queued_where_there_is_an_intake(
+    client, pl: Plaudit
+) -> None:
+    """`wait=false`: on PostgreSQL the events are acknowledged once durable in the intake
+    ("queued", no position yet) and get positions later; SQLite has no intake and appends."""
+    r = client.post("/v1/log/append?wait=false", json=[ev(1), ev(2)])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    if pl.backend.has_intake:
+        assert body["queued"] == 2 and body["appended"] == 0
+        assert [x["seq"] for x in body["results"]] == [None, None]
+        pl.log.sequence()
+    else:
+        assert body["appended"] == 2 and body["queued"] == 0
+    assert [pl.log.get(f"e{i}").seq for i in (1, 2)] == [1, 2]  # type: ignore[union-attr]

@@ -30,8 +30,14 @@ def log() -> None:
 @log.command()
 @db_option
 @click.argument("event_json", required=False)
+@click.option(
+    "--queue",
+    is_flag=True,
+    help="Return once the events are durable in the intake, before they have positions "
+    "(PostgreSQL; the same as a plain append on SQLite).",
+)
 @json_option
-def append(db: str | None, event_json: str | None, as_json: bool) -> None:
+def append(db: str | None, event_json: str | None, queue: bool, as_json: bool) -> None:
     """Append events given as JSON: one object, an array, or JSON lines on stdin.
 
     Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
@@ -43,14 +49,19 @@ def append(db: str | None, event_json: str | None, as_json: bool) -> None:
     else:
         events = as_list(load(STDIN, what="input"))
     with open_store(db, create=True) as p:
-        result = p.log.append_batch(events)
+        result = p.log.enqueue_batch(events) if queue else p.log.append_batch(events)
     if as_json:
         echo_json(
-            {"appended": result.appended, "present": result.present, "results": result.results}
+            {
+                "appended": result.appended,
+                "present": result.present,
+                "queued": result.queued,
+                "results": result.results,
+            }
         )
     else:
         for r in result.results:
-            click.echo(f"{r.status:9} {r.seq:>8}  {r.id}")
+            click.echo(f"{r.status:9} {'-' if r.seq is None else r.seq:>8}  {r.id}")
 
 
 @log.command("import")

@@ -162,6 +162,8 @@ class Backend(ABC):
         self._local = threading.local()
         self._all: list[Any] = []
         self._all_lock = threading.Lock()
+        #: Called first by `close()` (threads the log started for this store stop there).
+        self.on_close: list[Callable[[], None]] = []
 
     @abstractmethod
     def _connect(self) -> Any: ...
@@ -195,12 +197,6 @@ class Backend(ABC):
     def in_write(self) -> bool:
         """True while this thread is inside a write transaction of this backend."""
 
-    def wait_for_lease(self, timeout: float) -> None:
-        """Wait until the current lease holder has finished (or `timeout` seconds)."""
-        import time
-
-        time.sleep(timeout)
-
     @contextmanager
     def intake(self, *, single: bool = False) -> Iterator[Tx]:
         """A plain write transaction without the lease, for the intake table (`single`: the
@@ -230,6 +226,9 @@ class Backend(ABC):
         """A read-only snapshot on `conn`."""
 
     def close(self) -> None:
+        for hook in self.on_close:
+            with suppress(Exception):
+                hook()
         with self._all_lock:
             conns, self._all = self._all, []
         for c in conns:

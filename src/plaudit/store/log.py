@@ -41,6 +41,7 @@ from plaudit.store.chain import GENESIS, RangeResult, chain_new_rows, check_rows
 from plaudit.store.checkpointing import Checkpointer, HeadState
 from plaudit.store.merkle import CompactRange, leaf_hashes
 from plaudit.store.projections import ProjectionManager, _row_to_event
+from plaudit.store.relay import Pump, Relay, Waiter, encode_results
 from plaudit.store.schema import EVENT_COLUMNS, create_schema, schema_current
 from plaudit.store.tree import store_nodes
 from plaudit.store.view import LogView
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
 
-Status = Literal["appended", "present", "conflict"]
+#: "queued": durable in the intake, its position not given yet (see `EventLog.enqueue`).
+Status = Literal["appended", "present", "conflict", "queued"]
 T = TypeVar("T")
 OnConflict = Literal["raise", "skip"]
 
@@ -98,6 +100,10 @@ class BatchResult(msgspec.Struct):
     @property
     def present(self) -> int:
         return sum(r.status == "present" for r in self.results)
+
+    @property
+    def queued(self) -> int:
+        return sum(r.status == "queued" for r in self.results)
 
     @property
     def conflicts(self) -> list[str]:
@@ -190,7 +196,18 @@ class Writer(LogView):
 class _Request:
     """One append call, or one `run` function, waiting for its turn in a group commit."""
 
-    __slots__ = ("batch", "done", "error", "fn", "on_conflict", "prepared", "present", "result")
+    __slots__ = (
+        "batch",
+        "done",
+        "error",
+        "fn",
+        "found",
+        "on_conflict",
+        "own",
+        "prepared",
+        "present",
+        "result",
+    )
 
     def __init__(
         self,
@@ -206,12 +223,19 @@ class _Request:
         self.done = False
         self.batch = ""
         self.present: dict[str, int] = {}
+        #: Every event waits on an intake row of this request's own (not another appender's).
+        self.own = False
+        #: What the intake statement found per id: (sequenced digest, seq, pending digest).
+        self.found: dict[str, tuple[bytes | None, int | None, bytes | None]] = {}
 
 
 #: Pending intake rows one sequencing pass takes at a time.
 DRAIN_CHUNK = 5000
-#: How long a waiting appender sleeps between checks when no notification arrives.
-WAIT_POLL_S = 0.05
+#: A process that queued events asks for a pump at most this often (a pump elsewhere may
+#: hold the pump lock; asking costs a statement).
+PUMP_ASK_S = 0.05
+#: How long a waiter trusts the relay before it looks its ids up (and starts a pump).
+RELAY_WAIT_S = 0.05
 #: Give up waiting for a sequencer after this long (a stuck lease holder, not a slow one).
 WAIT_LIMIT_S = 120.0
 
@@ -231,6 +255,20 @@ class EventLog:
         self._queue: list[_Request] = []
         self._queue_lock = threading.Lock()
         self._leader = threading.Lock()
+        # Appends that wait on the intake hear their results from the relay; the pump keeps
+        # sequencing while intake arrives (see plaudit.store.relay). Started when first needed.
+        self._relay: Relay | None = None
+        self._pump: Pump | None = None
+        if backend.has_intake:
+            b: Any = backend
+            self._relay = Relay(b.listener, b.channel)
+            self._pump = Pump(b.claim_pump, b.release_pump, b.intake_pending, self._pump_pass)
+            backend.on_close.append(self._sequence_queued)
+            backend.on_close.append(self._relay.close)
+            backend.on_close.append(self._pump.close)
+        # Events this process queued (`enqueue`) that may still wait for positions.
+        self._queued = False
+        self._pump_asked = 0.0
 
     # -- set-up -------------------------------------------------------------------------
     def init(self) -> None:
@@ -258,9 +296,9 @@ class EventLog:
                     self._drain(tx)
                 yield Writer(self, tx)
         except BaseException:
-            self.checkpointer.discard()
+            self._undone()
             raise
-        self.checkpointer.flush()
+        self._committed()
 
     @contextmanager
     def reading(self) -> Iterator[LogView]:
@@ -281,6 +319,60 @@ class EventLog:
             return BatchResult([])
         return self._submit(prepared, on_conflict)
 
+    def enqueue(self, event: Event | Mapping[str, Any]) -> AppendResult:
+        """Append one event, acknowledged once it is durable: on a backend with an intake
+        (PostgreSQL) that is before it has a position, so the result is "queued" with no seq
+        (or "present" with one, for an id the log already holds). See `enqueue_batch`."""
+        return self.enqueue_batch([event]).results[0]
+
+    def enqueue_batch(
+        self, events: Iterable[Event | Mapping[str, Any]], *, on_conflict: OnConflict = "raise"
+    ) -> BatchResult:
+        """Append events atomically, acknowledged once durable, without waiting for positions.
+
+        For writers that need throughput more than positions (router decisions, telemetry
+        from many hosts): the call costs one statement and no lock, and a sequencing pass
+        (this process's pump, or any writer's) gives the events positions moments later, in
+        batches. Until then readers do not see them (`reading()` shows the sequenced log
+        only); `sequence()` or any `writer()` sequences them at once. Idempotency and
+        conflicts work as in `append_batch`: a strict batch with an id the log or the intake
+        holds with other content raises `ConflictError` and takes nothing in. On backends
+        without an intake (SQLite) this is `append_batch`."""
+        prepared = self.prepare_all(events)
+        if not prepared:
+            return BatchResult([])
+        if self._pump is None:
+            return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
+        r = _Request(prepared, on_conflict)
+        self._enqueue([r])
+        if r.error is not None:
+            raise r.error
+        if r.done:  # every id was sequenced already
+            return r.result  # type: ignore[no-any-return]
+        if not self._queued:
+            self._queued = True
+            import atexit
+            import weakref
+
+            ref = weakref.ref(self)
+            atexit.register(lambda: (log := ref()) is not None and log._sequence_queued())
+        if time.monotonic() - self._pump_asked > PUMP_ASK_S:
+            self._pump_asked = time.monotonic()
+            self._pump.want()
+        results: list[AppendResult] = []
+        mine = {p.event.id: p.content_digest for p in prepared}
+        for p in prepared:
+            id_ = p.event.id
+            seq_digest, seq, theirs = r.found.get(id_, (None, None, None))
+            if seq_digest is not None:
+                status: Status = "present" if seq_digest == mine[id_] else "conflict"
+                results.append(AppendResult(id_, seq, status))
+            elif theirs is not None and theirs != mine[id_]:
+                results.append(AppendResult(id_, None, "conflict"))
+            else:
+                results.append(AppendResult(id_, None, "queued"))
+        return BatchResult(results)
+
     def sequence(self) -> int:
         """Give positions to pending intake now (appends that were durable but whose appender
         died before they were sequenced); returns how many. Any append does this too."""
@@ -296,6 +388,14 @@ class EventLog:
         raises is undone alone. `fn` runs in whichever thread leads the group, so it must only
         use the writer it is given."""
         return self._submit([], "raise", fn)  # type: ignore[no-any-return]
+
+    def _committed(self) -> None:
+        self.projections.committed()
+        self.checkpointer.flush()
+
+    def _undone(self) -> None:
+        self.projections.discard()
+        self.checkpointer.discard()
 
     def _submit(
         self,
@@ -314,14 +414,14 @@ class EventLog:
                 try:
                     self._commit_group(group)
                 except BaseException as exc:
-                    self.checkpointer.discard()
+                    self._undone()
                     for r in group:
                         if not r.done:
                             r.error, r.done = exc, True
                     if not isinstance(exc, Exception):
                         raise
                 else:
-                    self.checkpointer.flush()
+                    self._committed()
         if req.error is not None:
             raise req.error
         return req.result
@@ -335,10 +435,17 @@ class EventLog:
                 outcomes = self._run_group(tx, group)
             self._deliver(group, outcomes)
             return
-        with self.backend.try_write() as tx:
-            if tx is not None:
-                single = group[0].prepared if len(group) == 1 else None
-                head = tx.head_for_sequencing([p.event.id for p in single] if single else None)
+        relay = self._relay
+        if relay is not None and relay.busy():
+            # A pump ran a pass moments ago: the lease is mostly taken, and a try that fails
+            # costs a round trip, so go straight to the intake.
+            self._take_in(group)
+            return
+        single = group[0].prepared if len(group) == 1 else None
+        ids = [p.event.id for p in single] if single else None
+        with self._try_sequence(ids) as got:
+            if got is not None:
+                tx, head = got
                 if head.pending:
                     self._drain(tx)
                     head = None
@@ -348,14 +455,100 @@ class EventLog:
                     # Intake arrived while this group held the lease: sequence it in the same
                     # commit, so its appenders need not wait for another pass.
                     self._drain(tx)
-        if tx is not None:
+        if got is not None:
             self._deliver(group, outcomes)
             return
         # The lease is busy: make the requests durable in the intake table, then wait until
         # the lease holder (or this process, once it gets the lease) has sequenced them.
-        waiting = self._enqueue(group)
-        if waiting:
-            self._await_sequenced(waiting)
+        self._take_in(group)
+
+    def _take_in(self, group: list[_Request]) -> None:
+        relay = self._relay
+        assert relay is not None  # every backend with an intake has a relay
+        for r in group:
+            r.batch = uuid.uuid4().hex
+        waiters = relay.expect([r.batch for r in group])
+        try:
+            waiting = self._enqueue(group)
+            if waiting:
+                self._await_relayed(waiting, {w.token: w for w in waiters})
+        finally:
+            relay.forget(waiters)
+
+    def _await_relayed(self, waiting: list[_Request], waiters: dict[str, Waiter]) -> None:
+        """Wait for the relay to say where each request's events went; what it cannot say
+        (or does not say in time) is looked up. Starts a pump here when none seems to run."""
+        assert self._relay is not None and self._pump is not None
+        if not self._relay.busy():
+            self._pump.want()
+        deadline = time.monotonic() + WAIT_LIMIT_S
+        while waiting:
+            slice_end = time.monotonic() + RELAY_WAIT_S
+            unresolved: list[_Request] = []
+            for r in waiting:
+                w = waiters[r.batch]
+                heard = w.event.wait(max(0.0, slice_end - time.monotonic()))
+                if heard and w.seq is not None and r.own and len(r.prepared) == 1:
+                    only = r.prepared[0].event.id
+                    r.result = BatchResult([AppendResult(only, w.seq, "appended")])
+                    r.done = True
+                else:
+                    unresolved.append(r)
+            if not unresolved:
+                return
+            ids = list({p.event.id: None for r in unresolved for p in r.prepared})
+            with self.backend.intake(single=True) as rtx:
+                found, pending = rtx.sequenced(ids)  # type: ignore[attr-defined]
+            waiting = []
+            for r in unresolved:
+                if any(p.event.id in pending for p in r.prepared):
+                    waiting.append(r)
+                else:
+                    r.result = self._resolve_from(r, found, r.present)
+                    r.done = True
+            if not waiting:
+                return
+            # Still pending after a wait: sequence them here if the lease is free (a pump
+            # that holds its lock but is stuck, e.g. a stopped process, must not stall us),
+            # and ask for a pump.
+            self._pump_pass()
+            self._pump.want()
+            if time.monotonic() > deadline:
+                raise IntegrityError(
+                    f"appended events were taken in but not sequenced within "
+                    f"{WAIT_LIMIT_S:.0f} s: the lease holder is stuck; they stay durable and "
+                    "the next append sequences them"
+                )
+
+    @contextmanager
+    def _try_sequence(self, ids: Sequence[str] | None) -> Iterator[tuple[Tx, HeadState] | None]:
+        """The lease and the head (with which of `ids` are committed) if the lease is free."""
+        b: Any = self.backend
+        if hasattr(b, "try_sequence"):
+            with b.try_sequence(ids) as got:
+                yield got
+            return
+        with self.backend.try_write() as tx:
+            yield None if tx is None else (tx, tx.head_for_sequencing(ids))
+
+    def _sequence_queued(self) -> None:
+        """On close, give positions to what this process queued (best effort: the intake
+        keeps them durable, and any later writer sequences them anyway)."""
+        if self._queued:
+            self._queued = False
+            self.sequence()
+
+    def _pump_pass(self) -> int | None:
+        """One sequencing pass for the pump: None when another writer holds the lease."""
+        b: Any = self.backend
+        try:
+            with b.try_sequence(take=DRAIN_CHUNK) as got:
+                n = None if got is None else self._drain(got[0], got[1])
+        except BaseException:
+            self._undone()
+            raise
+        self._committed()
+        return n
 
     @staticmethod
     def _deliver(group: list[_Request], outcomes: list[tuple[Any, BaseException | None]]) -> None:
@@ -382,6 +575,7 @@ class EventLog:
             except Exception as exc:
                 # Undo this request alone. If even that fails, the transaction itself is
                 # broken (a full disk, a lost connection): every request gets the error.
+                self.projections.discard()
                 try:
                     tx.execute("ROLLBACK TO SAVEPOINT plaudit_request")
                 except Exception:
@@ -411,7 +605,8 @@ class EventLog:
         reports what it found for each. A strict request that meets a conflict is undone
         (savepoint) and raises; returns whether the request must wait for sequencing."""
         strict = r.on_conflict == "raise"
-        r.batch = uuid.uuid4().hex
+        if not r.batch:
+            r.batch = uuid.uuid4().hex
         rows = [
             (
                 p.event.id,
@@ -436,6 +631,7 @@ class EventLog:
         unknown = [f[0] for f in found if not f[4] and f[1] is None and f[3] is None]
         late = tx.intake_digests(unknown) if unknown else {}
         waits = False
+        r.own = all(f[4] for f in found)
         for id_, seq_digest, seq, pend_digest, inserted in found:
             if seq_digest is not None:
                 committed[id_] = (seq_digest, int(seq))
@@ -445,6 +641,7 @@ class EventLog:
                 theirs = late.get(id_)
             if inserted or (seq_digest is None and theirs is not None):
                 waits = True
+            r.found[id_] = (seq_digest, seq, None if inserted else theirs)
             if strict and theirs is not None and not inserted and theirs != mine[id_]:
                 if savepoint:
                     tx.execute("ROLLBACK TO SAVEPOINT plaudit_intake")
@@ -456,38 +653,6 @@ class EventLog:
             r.result = self._resolve_from(r, committed, r.present)
             r.done = True
         return waits
-
-    def _await_sequenced(self, waiting: list[_Request]) -> None:
-        """Wait for a sequencing pass to cover every waiting request: take the lease and run
-        one whenever it is free, else wait for the holder to finish, then look again."""
-        ids = list({p.event.id: None for r in waiting for p in r.prepared})
-        deadline = time.monotonic() + WAIT_LIMIT_S
-        # The lease was busy a moment ago, so first wait for its holder to finish: usually
-        # that pass (or the next) sequences these events, and the lease is not needed.
-        lease_free = False
-        while True:
-            if lease_free:
-                with self.backend.try_write() as tx:
-                    if tx is not None:
-                        self._drain(tx)
-                if tx is None:
-                    self.backend.wait_for_lease(WAIT_POLL_S)
-            else:
-                self.backend.wait_for_lease(WAIT_POLL_S)
-                lease_free = True
-            with self.backend.intake(single=True) as rtx:
-                found, pending = rtx.sequenced(ids)  # type: ignore[attr-defined]
-            if not pending:
-                for r in waiting:
-                    r.result = self._resolve_from(r, found, r.present)
-                    r.done = True
-                return
-            if time.monotonic() > deadline:
-                raise IntegrityError(
-                    f"{len(pending)} appended events were taken in but not sequenced within "
-                    f"{WAIT_LIMIT_S:.0f} s: the lease holder is stuck; they stay durable and "
-                    "the next append sequences them"
-                )
 
     @staticmethod
     def _resolve_from(
@@ -522,30 +687,51 @@ class EventLog:
             results.append(AppendResult(id_, hit[1], status))
         return BatchResult(results)
 
-    def _drain(self, tx: Tx) -> int:
+    def _drain(self, tx: Tx, head: HeadState | None = None) -> int:
         """Sequence pending intake under the lease, oldest first, in one write per pass.
 
         Conflicts are settled here, in Python, before anything is written: a strict batch
         with any conflict (with the log or with an earlier batch of this pass) is dropped
-        whole, and its appender finds out by looking its ids up."""
+        whole, and its appender finds out by looking its ids up. Where each append went is
+        published to the waiting appenders (see plaudit.store.relay) when this commits."""
         if not self.backend.has_intake:
             return 0
         total = 0
+        published: list[tuple[str, int | None]] = []
+        # Intake rows a pass refuses (conflicts): never dropped silently, see `_quarantine`.
+        refused: list[tuple[tuple[Any, ...], str]] = []
         while True:
-            rows = tx.intake_take(DRAIN_CHUNK)  # type: ignore[attr-defined]
+            taken = getattr(tx, "taken", None)
+            if taken is not None:  # the first chunk came with the lease (`take_if_leased`)
+                rows, committed = taken
+                tx.taken = None  # type: ignore[attr-defined]
+            else:
+                rows, committed = tx.intake_take_known(DRAIN_CHUNK)  # type: ignore[attr-defined]
             if not rows:
                 break
             total += len(rows)
-            known = {k: v[0] for k, v in LogView(tx).existing(r[1] for r in rows).items()}
+            known = {k: v[0] for k, v in committed.items()}
             accepted: list[Prepared] = []
+            # Batches of one event accepted here: (token, index in `accepted`).
+            singles: list[tuple[str, int]] = []
             for batch in _by_batch(rows):
+                token = batch[0][9]
                 strict = bool(batch[0][10])
                 if strict and any(known.get(r[1], r[8]) != bytes(r[8]) for r in batch):
+                    bad = next(r[1] for r in batch if known.get(r[1], r[8]) != bytes(r[8]))
+                    why = f"append call refused whole: id {bad!r} holds other content"
+                    refused.extend((r, why) for r in batch)
+                    published.append((token, None))
                     continue
-                for _, id_, type_, ts, session, source, payload, meta, digest, _, _ in batch:
+                before = len(accepted)
+                for row in batch:
+                    _, id_, type_, ts, session, source, payload, meta, digest, _, _ = row
                     digest = bytes(digest)
                     if known.setdefault(id_, digest) != digest:
-                        continue  # a lenient batch's conflict: its appender reports it
+                        # A lenient batch's conflict: a waiting appender reports it; the row
+                        # is kept in quarantine either way (an enqueued one has no one else).
+                        refused.append((row, f"id {id_!r} holds other content"))
+                        continue
                     accepted.append(
                         Prepared(
                             Event(
@@ -562,9 +748,48 @@ class EventLog:
                             digest,
                         )
                     )
+                if len(batch) == 1 and len(accepted) > before:
+                    singles.append((token, before))
+                else:
+                    published.append((token, None))
+            results: list[AppendResult] = []
             if accepted:
-                self._write(tx, accepted, "skip")
+                # The head read under the lease is current for the first chunk only.
+                at = head if head is not None and total == len(rows) else tx.head_for_sequencing()
+                at = at._replace(known=committed)
+                results = self._write(tx, accepted, "skip", at).results
+            for token, i in singles:
+                hit = results[i] if i < len(results) else None
+                ok = hit is not None and hit.status == "appended"
+                published.append((token, hit.seq if ok and hit is not None else None))
+        if refused:
+            self._quarantine(tx, refused)
+        if published and self._relay is not None:
+            tx.notify(self.backend.channel(), encode_results(published))  # type: ignore[attr-defined]
         return total
+
+    @staticmethod
+    def _quarantine(tx: Tx, refused: list[tuple[tuple[Any, ...], str]]) -> None:
+        """Keep refused intake rows in the quarantine (file "plaudit_intake", line: the row's
+        intake number): an `enqueue` caller was told "queued" before a conflict that only the
+        pass could see (an id being sequenced at that moment) was found."""
+        enc = msgspec.json.Encoder()
+        bad = []
+        for row, why in refused:
+            n, id_, type_, ts, session, source, payload, meta = row[:8]
+            raw = enc.encode(
+                {
+                    "id": id_,
+                    "type": type_,
+                    "ts_ms": int(ts),
+                    "session_id": session,
+                    "source": source,
+                    "payload": msgspec.Raw(payload.encode()),
+                    "meta": msgspec.Raw(meta.encode()),
+                }
+            )
+            bad.append((int(n), why, raw))
+        LogView(tx).quarantine_add("plaudit_intake", bad, now_ms())
 
     # -- the sequenced write (under the lease) --------------------------------------------
     def _write(

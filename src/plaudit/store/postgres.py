@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from plaudit.errors import (
     BackendUnavailableError,
     ConfigError,
+    IntegrityError,
     StoreNotFoundError,
     ValidationError,
 )
@@ -30,15 +31,16 @@ if TYPE_CHECKING:
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
 SMALL_INSERT = 64
+#: Parameters per multi-row INSERT where COPY cannot be used (the protocol allows 65,535).
+PIPELINE_INSERT_PARAMS = 20_000
 
 #: The sequencer lease: one advisory lock per schema, released when its transaction ends.
 _LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
 LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
 TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
-#: Granted only once no transaction holds the lease; released at once.
-WAIT_LEASE_SQL = (
-    f"SELECT pg_advisory_lock_shared({_LEASE_KEY}) IS NULL, pg_advisory_unlock_shared({_LEASE_KEY})"
-)
+#: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
+#: dies with its connection.
+_PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
 
 
 @lru_cache(maxsize=1024)
@@ -69,6 +71,9 @@ class PostgresTx(Tx):
         self.conn = conn
         self.cur = conn.cursor()
         self.unique_violation = (psycopg.errors.UniqueViolation,)
+        #: Inside a sequencing transaction sent in pipeline mode (see `try_sequence`):
+        #: statements whose results nobody reads travel with the next one that is read.
+        self.pipelined = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
@@ -85,6 +90,9 @@ class PostgresTx(Tx):
     def iterate(
         self, sql: str, params: Sequence[Any] = (), *, size: int = 5000
     ) -> Iterator[tuple[Any, ...]]:
+        if self.pipelined:  # no server-side cursors in pipeline mode
+            yield from super().iterate(sql, params, size=size)
+            return
         # A server-side cursor keeps memory flat for full-log scans.
         with self.conn.cursor(name=f"plaudit_iter_{id(self)}") as cur:
             cur.itersize = size
@@ -94,6 +102,9 @@ class PostgresTx(Tx):
     def chunks(
         self, sql: str, params: Sequence[Any] = (), *, size: int = 4096
     ) -> Iterator[list[tuple[Any, ...]]]:
+        if self.pipelined:
+            yield from super().chunks(sql, params, size=size)
+            return
         with self.conn.cursor(name=f"plaudit_chunks_{id(self)}") as cur:
             cur.execute(_translate(sql), params or None)
             while True:
@@ -162,6 +173,13 @@ class PostgresTx(Tx):
                 pending.add(id_)
         return found, pending
 
+    def notify(self, channel: str, payloads: Sequence[str]) -> None:
+        """Publish a sequencing pass's results; delivered only if this transaction commits."""
+        if payloads:
+            self.conn.cursor().execute(
+                "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (channel, list(payloads))
+            )
+
     def intake_digests(self, ids: list[str]) -> dict[str, bytes]:
         cur = self.conn.cursor()
         cur.execute("SELECT id, content_digest FROM plaudit_intake WHERE id = ANY(%s)", (ids,))
@@ -172,28 +190,93 @@ class PostgresTx(Tx):
         cur.execute("SELECT EXISTS (SELECT 1 FROM plaudit_intake)")
         return bool(cur.fetchone()[0])
 
-    def intake_take(self, limit: int) -> list[tuple[Any, ...]]:
-        """Remove and return up to about `limit` pending rows, oldest first:
-        (n, *INTAKE_COLUMNS). One statement, so a row committed while it runs is either taken
-        whole or left for the next call; the caller's transaction puts them back if it does
-        not commit. Whole append calls only (`batch`), so a strict batch is never split."""
+    def intake_take_known(
+        self, limit: int
+    ) -> tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]]:
+        """`intake_take`, and which of the taken ids the log already holds (id -> (digest,
+        seq)), in the same statement."""
+        cols = ", ".join(INTAKE_COLUMNS)
         cur = self.conn.cursor()
         cur.execute(
-            "DELETE FROM plaudit_intake WHERE batch IN "
+            "WITH t AS (DELETE FROM plaudit_intake WHERE batch IN "
             "(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s) "
-            f"RETURNING n, {', '.join(INTAKE_COLUMNS)}",
+            f"RETURNING n, {cols}) "
+            "SELECT t.*, e.content_digest, e.seq FROM t "
+            "LEFT JOIN plaudit_events e ON e.id = t.id ORDER BY t.n",
             (limit,),
         )
-        return sorted(cur.fetchall())
+        rows: list[tuple[Any, ...]] = []
+        known: dict[str, tuple[bytes, int]] = {}
+        for row in cur.fetchall():
+            rows.append(row[:-2])
+            if row[-2] is not None:
+                known[row[1]] = (bytes(row[-2]), int(row[-1]))
+        return rows, known
+
+    #: What `take_if_leased` took, for the caller's first sequencing chunk.
+    taken: tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]] | None = None
+
+    def take_if_leased(self, limit: int) -> HeadState | None:
+        """The lease, the head row and up to `limit` pending intake rows (with which of their
+        ids the log holds), all in one statement: a sequencing pass's whole first half.
+        The rows land in `self.taken`."""
+        cols = ", ".join(INTAKE_COLUMNS)
+        cur = self.conn.cursor()
+        cur.execute(
+            "WITH h AS (SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms "
+            f"FROM plaudit_head WHERE one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
+            "FOR UPDATE), "
+            "t AS (DELETE FROM plaudit_intake WHERE EXISTS (SELECT 1 FROM h) AND batch IN "
+            "(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s) "
+            f"RETURNING n, {cols}) "
+            "SELECT h.*, t.*, e.content_digest, e.seq FROM h LEFT JOIN t ON true "
+            "LEFT JOIN plaudit_events e ON e.id = t.id ORDER BY t.n",
+            (limit,),
+        )
+        got = cur.fetchall()
+        if not got:
+            return None
+        rows: list[tuple[Any, ...]] = []
+        known: dict[str, tuple[bytes, int]] = {}
+        for row in got:
+            if row[6] is None:  # the head alone: nothing pending
+                continue
+            rows.append(row[6:-2])
+            if row[-2] is not None:
+                known[row[7]] = (bytes(row[-2]), int(row[-1]))
+        self.taken = (rows, known)
+        return _head_state(got[0][:6], False)
+
+    def head_if_leased(self, ids: Sequence[str] | None = None) -> HeadState | None:
+        """Try for the lease and read the head row under it in one statement: None (and no
+        lock waited for) when another transaction holds the lease."""
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
+            "EXISTS (SELECT 1 FROM plaudit_intake), "
+            "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
+            "FROM plaudit_events e WHERE e.id = ANY(%s)) "
+            f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
+            "FOR UPDATE OF h",
+            (list(ids or ()),),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
+        return _head_state(row[:6], bool(row[6]))._replace(known=known if ids else None)
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
         """COPY for bulk; a multi-row INSERT for a few rows (one round trip, not two)."""
         with _translated():
-            if len(rows) <= SMALL_INSERT:
+            if len(rows) <= SMALL_INSERT or self.pipelined:  # no COPY in pipeline mode
                 one = "(" + ",".join(["%s"] * len(columns)) + ")"
-                values = ",".join([one] * len(rows))
-                sql = f"INSERT INTO {table} ({','.join(columns)}) VALUES {values}"
-                self.cur.execute(sql, [v for row in rows for v in row])
+                step = max(1, PIPELINE_INSERT_PARAMS // len(columns))
+                for i in range(0, len(rows), step):
+                    part = rows[i : i + step]
+                    values = ",".join([one] * len(part))
+                    sql = f"INSERT INTO {table} ({','.join(columns)}) VALUES {values}"
+                    self.cur.execute(sql, [v for row in part for v in row])
                 return
             with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
@@ -227,7 +310,7 @@ class PostgresTx(Tx):
         whether intake arrived meanwhile, so the writer can sequence it before it commits."""
         if len(rows) > SMALL_INSERT:
             super().insert_events(rows, head)
-            return self.intake_pending()
+            return False if self.pipelined else self.intake_pending()
         cols = ",".join(EVENT_COLUMNS)
         one = "(" + ",".join(["%s"] * len(EVENT_COLUMNS)) + ")"
         values = ",".join([one] * len(rows))
@@ -239,6 +322,8 @@ class PostgresTx(Tx):
                 "WHERE one = 1 RETURNING EXISTS (SELECT 1 FROM plaudit_intake)",
                 [*(v for row in rows for v in row), *head],
             )
+            if self.pipelined:  # the pump sequences late intake; reading this costs a trip
+                return False
             return bool(self.cur.fetchone()[0])
 
     def columns(self, table: str) -> set[str]:
@@ -264,6 +349,7 @@ class PostgresBackend(Backend):
         self.dsn = dsn
         self.schema = schema
         self.url = dsn if schema is None else f"{dsn} (schema {schema})"
+        self._channel: str | None = None
 
     def _connect(self) -> Any:
         import psycopg
@@ -319,6 +405,50 @@ class PostgresBackend(Backend):
             yield tx if got else None
 
     @contextmanager
+    def try_sequence(
+        self, ids: Sequence[str] | None = None, *, take: int | None = None
+    ) -> Iterator[tuple[PostgresTx, HeadState] | None]:
+        """A sequencing transaction if the lease is free, with the head row (and which of
+        `ids` the log holds) read under it; None when it is taken. With `take`, up to that
+        many pending intake rows are taken in the same statement (see `take_if_leased`).
+
+        Sent in pipeline mode: BEGIN, the lease and the head travel in one round trip, and
+        the writes nobody reads (the rows, the tree, the projection states, the relay's
+        notification) travel with COMMIT. Errors of those writes therefore surface at the
+        commit; they are translated there as they would be at the statement."""
+        import psycopg.errors
+
+        conn = self.connection()
+        self._local.in_write = True
+        try:
+            with _translated(), conn.pipeline():
+                conn.execute("BEGIN")
+                tx = PostgresTx(conn)
+                tx.pipelined = True
+                try:
+                    head = tx.head_if_leased(ids) if take is None else tx.take_if_leased(take)
+                    if head is None:
+                        conn.execute("ROLLBACK")
+                        yield None
+                        return
+                    yield tx, head
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._end(conn, "ROLLBACK")
+                    raise
+        except psycopg.errors.UniqueViolation:
+            self._end(conn, "ROLLBACK")
+            raise IntegrityError(
+                "a position or id the log's head does not know is already taken: rows were "
+                "added outside plaudit; run `plaudit log verify`"
+            ) from None
+        except BaseException:
+            self._end(conn, "ROLLBACK")
+            raise
+        finally:
+            self._local.in_write = False
+
+    @contextmanager
     def intake(self, *, single: bool = False) -> Iterator[PostgresTx]:
         if single:  # one statement is its own transaction: no BEGIN/COMMIT round trips
             yield PostgresTx(self.connection())
@@ -348,11 +478,33 @@ class PostgresBackend(Backend):
         finally:
             self._local.in_write = False
 
-    def wait_for_lease(self, timeout: float) -> None:
-        """Block until whoever holds the lease now has committed (a shared request is granted
-        only then), so a waiter re-checks exactly when a sequencing pass may have run."""
-        conn = self.connection()
-        conn.execute(WAIT_LEASE_SQL).fetchone()
+    def channel(self) -> str:
+        """The notification channel of this store (channels are per database, so the schema
+        is part of the name)."""
+        if self._channel is None:
+            import hashlib
+
+            schema = self.schema or str(
+                self.connection().execute("SELECT current_schema()").fetchone()[0]
+            )
+            self._channel = "plaudit_" + hashlib.sha256(schema.encode()).hexdigest()[:24]
+        return self._channel
+
+    def listener(self) -> Any:
+        """A connection of its own for LISTEN (it blocks in its thread)."""
+        return self._connect()
+
+    def claim_pump(self) -> bool:
+        row = self.connection().execute(f"SELECT pg_try_advisory_lock({_PUMP_KEY})").fetchone()
+        return bool(row[0])
+
+    def release_pump(self) -> None:
+        with suppress(Exception):
+            self.connection().execute(f"SELECT pg_advisory_unlock({_PUMP_KEY})")
+
+    def intake_pending(self) -> bool:
+        row = self.connection().execute("SELECT EXISTS (SELECT 1 FROM plaudit_intake)").fetchone()
+        return bool(row[0])
 
     def in_write(self) -> bool:
         return bool(getattr(self._local, "in_write", False))

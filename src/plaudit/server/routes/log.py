@@ -83,15 +83,22 @@ def append(
         Literal["raise", "skip"],
         Query(description="'raise': 409 if an id exists with other content; 'skip': report it"),
     ] = "raise",
+    wait: Annotated[
+        bool,
+        Query(
+            description="false: answer once the events are durable in the intake, before they "
+            "have positions ('queued', seq null; PostgreSQL; SQLite always waits)"
+        ),
+    ] = True,
 ) -> dict[str, Any]:
     """Append one event or a list, atomically (all or none) and idempotently by id."""
     events = body if isinstance(body, list) else [body]
-    result = p.log.append_batch(
-        [e.model_dump(exclude_none=True) for e in events], on_conflict=on_conflict
-    )
+    call = p.log.append_batch if wait else p.log.enqueue_batch
+    result = call([e.model_dump(exclude_none=True) for e in events], on_conflict=on_conflict)
     return {
         "appended": result.appended,
         "present": result.present,
+        "queued": result.queued,
         "conflicts": result.conflicts,
         "results": [{"id": r.id, "seq": r.seq, "status": r.status} for r in result.results],
         "head": p.log.head().digest,
