@@ -108,9 +108,7 @@ def test_enqueue_refuses_conflicts_with_the_log_and_with_the_intake(pg_url: str)
         try:
             assert holding.wait(30)
             with backend.intake() as tx:
-                tx.intake_put(
-                    [("pend", TYPE, 1, "s", "t", '{"v":1}', "{}", b"\1" * 32, "b", True)]
-                )
+                tx.intake_put([("pend", TYPE, 1, "s", "t", '{"v":1}', "{}", b"\1" * 32, "b", True)])
             with pytest.raises(ConflictError):
                 p.log.enqueue(event("pend", 9))
         finally:
@@ -210,3 +208,26 @@ def test_a_stuck_pump_does_not_stall_waiting_appenders(pg_url: str) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_independent_queries_read_together_give_what_each_gives_alone(db_url: str) -> None:
+    """`Tx.fetch_each` (pipelined on PostgreSQL: sent together, read after) answers exactly as
+    the queries one by one do."""
+    with Plaudit.open(db_url) as p:
+        p.log.append_batch([event(f"f{i}", i) for i in range(5)])
+        queries: list[tuple[str, tuple[Any, ...]]] = [
+            ("SELECT id FROM plaudit_events WHERE seq <= ? ORDER BY seq", (3,)),
+            ("SELECT seq FROM plaudit_head WHERE one = 1", ()),
+            ("SELECT id FROM plaudit_events WHERE id = ?", ("absent",)),
+        ]
+        with p.log.reading() as view:
+            alone = [view.tx.fetchall(sql, params) for sql, params in queries]
+        b: Any = p.backend
+        if hasattr(b, "try_sequence"):
+            with b.try_sequence(wait=True) as (tx, _):
+                together = tx.fetch_each(queries)
+        else:
+            with b.write() as tx:
+                together = tx.fetch_each(queries)
+        assert [[tuple(r) for r in rows] for rows in together] == alone
+        assert alone[0] == [("f0",), ("f1",), ("f2",)] and alone[1] == [(5,)] and alone[2] == []

@@ -60,6 +60,14 @@ class Tx(ABC):
     unique_violation: tuple[type[BaseException], ...] = ()
     #: Turns bytes into the parameter the driver binds to a blob column fastest.
     blob: Callable[[bytes], Any] = bytes
+    #: The head as this transaction's last sequenced write left it (see `EventLog._finish`),
+    #: so the next write in the same transaction need not read it; None: read it.
+    head_cache: HeadState | None = None
+
+    def sync(self) -> None:
+        """Make every statement sent so far have run (and raise its error, if any): a no-op
+        except where statements are pipelined."""
+        return None
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
@@ -69,6 +77,13 @@ class Tx(ABC):
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.execute(sql, params).fetchall())
+
+    def fetch_each(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[tuple[Any, ...]]]:
+        """The rows of several independent queries. Where statements are pipelined they are
+        all sent before any result is read: one round trip instead of one each."""
+        return [self.fetchall(sql, params) for sql, params in queries]
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         return self.execute(sql, params).fetchone()
@@ -127,6 +142,11 @@ class Tx(ABC):
         """The head row under the lease, with whether intake is pending (and, on backends
         that save a round trip by it, which of `ids` are committed)."""
         return self.head_state()
+
+    def current_head(self) -> HeadState:
+        """The head for the next sequenced write of this transaction."""
+        cached = self.head_cache
+        return cached if cached is not None else self.head_for_sequencing()
 
     def insert_events(self, rows: list[Sequence[Any]], head: Sequence[Any]) -> bool:
         """Insert sequenced event rows and move the head row to `head` (seq, hash, tree_size,

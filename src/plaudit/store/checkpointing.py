@@ -175,6 +175,7 @@ class Checkpointer:
             "UPDATE plaudit_head SET checkpoint_size = ?, checkpoint_ms = ? WHERE one = 1",
             (size, now_ms),
         )
+        tx.head_cache = None  # the head row changed under it
         with self._lock:
             self._pending.setdefault(threading.get_ident(), []).append(ck)
         return ck

@@ -429,9 +429,11 @@ class EventLog:
     def _commit_group(self, group: list[_Request]) -> None:
         if not self.backend.has_intake or any(r.fn is not None for r in group):
             # Functions read state, so they need the lease itself, not the intake.
-            with self.backend.write() as tx:
-                if tx.head_for_sequencing().pending:
+            with self._sequencing() as (tx, head):
+                if head.pending:
                     self._drain(tx)
+                else:
+                    tx.head_cache = head
                 outcomes = self._run_group(tx, group)
             self._deliver(group, outcomes)
             return
@@ -538,6 +540,17 @@ class EventLog:
             self._queued = False
             self.sequence()
 
+    @contextmanager
+    def _sequencing(self) -> Iterator[tuple[Tx, HeadState]]:
+        """The lease (waiting for it) and the head read under it."""
+        b: Any = self.backend
+        if hasattr(b, "try_sequence"):
+            with b.try_sequence(wait=True) as got:
+                yield got
+            return
+        with self.backend.write() as tx:
+            yield tx, tx.head_for_sequencing()
+
     def _pump_pass(self) -> int | None:
         """One sequencing pass for the pump: None when another writer holds the lease."""
         b: Any = self.backend
@@ -569,13 +582,16 @@ class EventLog:
             tx.execute("SAVEPOINT plaudit_request")
             try:
                 if r.fn is not None:
-                    out.append((r.fn(Writer(self, tx)), None))
+                    result = r.fn(Writer(self, tx))
                 else:
-                    out.append((self._write(tx, r.prepared, r.on_conflict), None))
+                    result = self._write(tx, r.prepared, r.on_conflict)
+                tx.sync()  # a pipelined statement's error belongs to this request
+                out.append((result, None))
             except Exception as exc:
                 # Undo this request alone. If even that fails, the transaction itself is
                 # broken (a full disk, a lost connection): every request gets the error.
                 self.projections.discard()
+                tx.head_cache = None
                 try:
                     tx.execute("ROLLBACK TO SAVEPOINT plaudit_request")
                 except Exception:
@@ -800,7 +816,7 @@ class EventLog:
         head: HeadState | None = None,
     ) -> BatchResult:
         if head is None:
-            head = tx.head_for_sequencing()
+            head = tx.current_head()
         head_seq, prev = head.seq, head.hash
         # Optimistic path: most batches are all new, so skip looking their ids up and let the
         # unique index object if one is not. On that (rare) objection, undo to the savepoint
@@ -871,6 +887,14 @@ class EventLog:
                     f"{head.seq}: rows were added outside plaudit; run `plaudit log verify`"
                 ) from None
         self.projections.apply(tx, stored)
+        tx.head_cache = head._replace(
+            seq=seq,
+            hash=tip,
+            pending=False,
+            tree_size=seq,
+            frontier=b"".join(ext.range.hashes),
+            known=None,
+        )
         self.checkpointer.maybe_sign(tx, head, seq, ext.root, now_ms())
         self._intake_seen = pending
         return BatchResult(results)

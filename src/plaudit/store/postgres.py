@@ -74,12 +74,26 @@ class PostgresTx(Tx):
         #: Inside a sequencing transaction sent in pipeline mode (see `try_sequence`):
         #: statements whose results nobody reads travel with the next one that is read.
         self.pipelined = False
+        self.pipeline: Any = None
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
         with _translated():
             cur.execute(_translate(sql), params or None)
         return cur
+
+    def fetch_each(
+        self, queries: Sequence[tuple[str, Sequence[Any]]]
+    ) -> list[list[tuple[Any, ...]]]:
+        if not self.pipelined:
+            return super().fetch_each(queries)
+        cursors = []
+        with _translated():
+            for sql, params in queries:
+                cur = self.conn.cursor()
+                cur.execute(_translate(sql), params or None)
+                cursors.append(cur)
+            return [list(cur.fetchall()) for cur in cursors]
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
@@ -247,6 +261,22 @@ class PostgresTx(Tx):
         self.taken = (rows, known)
         return _head_state(got[0][:6], False)
 
+    def head_with_lease(self) -> HeadState:
+        """Wait for the lease and read the head row under it, in one statement."""
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
+            "EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head h WHERE h.one = 1 "
+            f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h"
+        )
+        row = cur.fetchone()
+        return _head_state(row[:6], bool(row[6]))
+
+    def sync(self) -> None:
+        if self.pipelined and self.pipeline is not None:
+            with _translated():
+                self.pipeline.sync()
+
     def head_if_leased(self, ids: Sequence[str] | None = None) -> HeadState | None:
         """Try for the lease and read the head row under it in one statement: None (and no
         lock waited for) when another transaction holds the lease."""
@@ -406,7 +436,7 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def try_sequence(
-        self, ids: Sequence[str] | None = None, *, take: int | None = None
+        self, ids: Sequence[str] | None = None, *, take: int | None = None, wait: bool = False
     ) -> Iterator[tuple[PostgresTx, HeadState] | None]:
         """A sequencing transaction if the lease is free, with the head row (and which of
         `ids` the log holds) read under it; None when it is taken. With `take`, up to that
@@ -421,12 +451,18 @@ class PostgresBackend(Backend):
         conn = self.connection()
         self._local.in_write = True
         try:
-            with _translated(), conn.pipeline():
+            with _translated(), conn.pipeline() as pipeline:
                 conn.execute("BEGIN")
                 tx = PostgresTx(conn)
                 tx.pipelined = True
+                tx.pipeline = pipeline
                 try:
-                    head = tx.head_if_leased(ids) if take is None else tx.take_if_leased(take)
+                    if wait:
+                        head = tx.head_with_lease()
+                    elif take is None:
+                        head = tx.head_if_leased(ids)
+                    else:
+                        head = tx.take_if_leased(take)
                     if head is None:
                         conn.execute("ROLLBACK")
                         yield None
