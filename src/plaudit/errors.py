@@ -83,6 +83,14 @@ class IntegrityError(PlauditError):
     exit_code = 5
     http_status = 409
 
+    @classmethod
+    def position_taken(cls, head_seq: int) -> IntegrityError:
+        """A sequenced insert met a row at the next position: rows were added outside."""
+        return cls(
+            f"position {head_seq + 1} is already taken but the log's head says {head_seq}: "
+            "rows were added outside plaudit; run `plaudit log verify`"
+        )
+
 
 class ConfigError(PlauditError):
     exit_code = 2

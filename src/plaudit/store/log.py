@@ -882,10 +882,7 @@ class EventLog:
                 pending = tx.insert_events(rows, new_head)
             except tx.unique_violation:
                 # Not an id (those were looked up): a position is taken, so the head is behind.
-                raise IntegrityError(
-                    f"position {head.seq + 1} is already taken but the log's head says "
-                    f"{head.seq}: rows were added outside plaudit; run `plaudit log verify`"
-                ) from None
+                raise IntegrityError.position_taken(head.seq) from None
         self.projections.apply(tx, stored)
         tx.head_cache = head._replace(
             seq=seq,

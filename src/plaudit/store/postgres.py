@@ -450,6 +450,7 @@ class PostgresBackend(Backend):
 
         conn = self.connection()
         self._local.in_write = True
+        head: HeadState | None = None
         try:
             with _translated(), conn.pipeline() as pipeline:
                 conn.execute("BEGIN")
@@ -473,11 +474,10 @@ class PostgresBackend(Backend):
                     self._end(conn, "ROLLBACK")
                     raise
         except psycopg.errors.UniqueViolation:
+            # A pipelined insert's error surfaces here. Ids were looked up under the lease,
+            # so it is a position: the head is behind rows added outside plaudit.
             self._end(conn, "ROLLBACK")
-            raise IntegrityError(
-                "a position or id the log's head does not know is already taken: rows were "
-                "added outside plaudit; run `plaudit log verify`"
-            ) from None
+            raise IntegrityError.position_taken(head.seq if head is not None else 0) from None
         except BaseException:
             self._end(conn, "ROLLBACK")
             raise
