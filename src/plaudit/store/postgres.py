@@ -34,6 +34,22 @@ SMALL_INSERT = 64
 #: Parameters per multi-row INSERT where COPY cannot be used (the protocol allows 65,535).
 PIPELINE_INSERT_PARAMS = 20_000
 
+#: The rows `intake_put` takes in, in INTAKE_COLUMNS order: one row, or columns as arrays.
+_INTAKE_TYPES = (
+    "text",
+    "text",
+    "bigint",
+    "text",
+    "text",
+    "text",
+    "text",
+    "bytea",
+    "text",
+    "boolean",
+)
+_INTAKE_ONE = "VALUES (" + ", ".join(f"%s::{t}" for t in _INTAKE_TYPES) + ")"
+_INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
+
 #: The sequencer lease: one advisory lock per schema, released when its transaction ends.
 _LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
 LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
@@ -142,13 +158,16 @@ class PostgresTx(Tx):
         committed that id while this statement ran (see `intake_digests`)."""
         if not rows:
             return []
-        cols = [list(c) for c in zip(*rows, strict=True)]
         names = ", ".join(INTAKE_COLUMNS)
+        if len(rows) == 1:  # the common case: plain parameters, no arrays to build
+            source = _INTAKE_ONE
+            params: Sequence[Any] = rows[0]
+        else:
+            source = _INTAKE_MANY
+            params = [list(c) for c in zip(*rows, strict=True)]
         cur = self.conn.cursor()
         cur.execute(
-            f"WITH input ({names}) AS (SELECT * FROM unnest("
-            "%s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[], "
-            "%s::text[], %s::bytea[], %s::text[], %s::boolean[])), "
+            f"WITH input ({names}) AS ({source}), "
             f"ins AS (INSERT INTO plaudit_intake ({names}) SELECT {names} FROM input i "
             "WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id) "
             "ON CONFLICT (id) DO NOTHING RETURNING id) "
@@ -156,7 +175,7 @@ class PostgresTx(Tx):
             "EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id) FROM input i "
             "LEFT JOIN plaudit_events e ON e.id = i.id "
             "LEFT JOIN plaudit_intake q ON q.id = i.id",
-            cols,
+            params,
         )
         return [
             (
