@@ -237,7 +237,7 @@ def summary(
 FieldPath = Annotated[StrictStr, Field(min_length=1, max_length=200)]
 
 
-class EvaluateIn(_In):
+class SignalEvaluateIn(_In):
     """Off-policy evaluation of a candidate policy given as a JSON table (the format of
     `plaudit signal evaluate --policy FILE`). Over HTTP the policy is data, never code: a
     `module:function` from a request would make the server import and run whatever a client
@@ -260,7 +260,7 @@ class EvaluateIn(_In):
 
 @router.post("/evaluate", dependencies=[Depends(require_write)])
 def evaluate(
-    body: EvaluateIn,
+    body: SignalEvaluateIn,
     request: Request,
     p: Plaudit = Depends(get_plaudit),  # noqa: B008
 ) -> dict[str, Any]:
