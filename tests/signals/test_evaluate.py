@@ -88,16 +88,20 @@ def test_propensities_missing_and_invalid_are_counted_and_left_out(tmp_path) -> 
         7,
         0,
     )
-    reasons = {s["decision_id"]: s["reason"] for s in res["propensity"]["invalid_samples"]}
-    assert reasons == {
-        "d4": "<= 0",
-        "d5": "<= 0",
-        "d6": "> 1",
-        "d7": "not a number",
-        "d8": "not a number",
-        "d9": "not finite",
-        "d10": "not a number",
+    samples = {
+        s["decision_id"]: (s["propensity"], s["reason"])
+        for s in res["propensity"]["invalid_samples"]
     }
+    assert samples == {
+        "d4": (0, "<= 0"),
+        "d5": (-0.2, "<= 0"),
+        "d6": (1.5, "> 1"),
+        "d7": ("0.3", "not a number"),
+        "d8": (True, "not a number"),
+        "d9": ("NaN", "not finite"),
+        "d10": ('{"p":1}', "not a number"),
+    }
+    json.dumps(res, allow_nan=False)  # the result stays strict JSON
     assert res["propensity"]["coverage"] == pytest.approx(2 / 11, abs=1e-6)
     # evaluated: d0 (w = 0.5/0.5, reward 1) and d1 (w = 0.5/1, reward 0)
     assert res["estimates"]["ips"]["value"] == pytest.approx((1.0 * 1 + 0.5 * 0) / 2)

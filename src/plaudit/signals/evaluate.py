@@ -35,8 +35,8 @@ from plaudit.signals.policy import (
     Policy,
     check_key_paths,
     check_tasks,
-    key_text,
     load_policy,
+    walk,
 )
 from plaudit.signals.scan import Scanner, _s
 
@@ -48,13 +48,11 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "plaudit_signal_evaluate_v1"
 MAX_SAMPLES = 20
-#: The gates `evaluate` can apply, as `signal audit` names its gates.
-GATES = ("min_propensity_coverage",)
 
 
 class _Row(msgspec.Struct):
-    """What the evaluation reads of an export row; the decision fields stay raw JSON so a
-    table policy (which reads a key or two) does not pay to build every row as a dict."""
+    """What the evaluation reads of an export row, decoded once: a table policy reads its key
+    fields straight from it, without a dict built per row (only a callable gets one)."""
 
     id: str
     chosen_task: str
@@ -88,7 +86,7 @@ def _candidate_tasks(candidates: Any) -> Iterator[str]:
     if not isinstance(candidates, list):
         return
     for c in candidates:
-        if isinstance(c, str):
+        if type(c) is str:
             yield c
         elif isinstance(c, dict):
             name = c.get("task", c.get("name"))
@@ -233,10 +231,28 @@ class _Collected:
     def note_invalid(self, did: str, value: Any, reason: str) -> None:
         self.invalid += 1
         if len(self.invalid_samples) < MAX_SAMPLES:
-            shown = value if isinstance(value, int | float | bool) and math.isfinite(value) else (
-                repr(value) if not isinstance(value, str) else value
-            )  # fmt: skip
-            self.invalid_samples.append({"decision_id": did, "propensity": shown, "reason": reason})
+            self.invalid_samples.append(
+                {"decision_id": did, "propensity": _shown(value), "reason": reason}
+            )
+
+
+def _shown(value: Any) -> Any:
+    """A logged value as the result can hold it: NaN and infinities (which JSON cannot) and
+    objects as their JSON-style text."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value is None or isinstance(value, str | int | float):
+        return value
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def _row_key(row: _Row, path: tuple[str, ...]) -> Any:
+    """`key_text` read straight from the decoded row, without building the decision dict."""
+    head = path[0]
+    return walk(row.id if head == "decision_id" else getattr(row, head), path, 1)
 
 
 def _collect(
@@ -247,11 +263,11 @@ def _collect(
 ) -> _Collected:
     col = _Collected()
     known = col.known
-    is_table = policy.kind == "table"
     key_paths = policy.key
     table_lookup: Callable[..., Distribution | None] | None = (
-        getattr(policy, "lookup", None) if is_table else None
+        getattr(policy, "lookup", None) if policy.kind == "table" else None
     )
+    same_key = group_paths == key_paths
     for _, _, _, _, _, line in rows:
         if line is None:
             continue
@@ -267,18 +283,19 @@ def _collect(
                 continue
             col.pending.append(len(col.ids))
             p = default_propensity
-        else:
+        elif type(p) is not float or not 0.0 < p <= 1.0:
             problem = _propensity_problem(p)
             if problem is not None:
                 col.note_invalid(row.id, p, problem)
                 continue
-        decision = _decision(row)
         if table_lookup is not None:
-            dist = table_lookup([key_text(decision, k) for k in key_paths])
+            values = tuple([_row_key(row, k) for k in key_paths])
+            dist = table_lookup(values)
             if dist is None:
-                dist = policy.distribution(decision)  # raises, naming the key values
+                dist = policy.distribution(_decision(row))  # raises, naming the key values
         else:
-            dist = policy.distribution(decision)
+            values = ()
+            dist = policy.distribution(_decision(row))
             for task in dist[0]:
                 if task not in col.returned:
                     col.returned[task] = f"{policy.name}, decision {row.id!r}"
@@ -287,7 +304,7 @@ def _collect(
         reward = row.reward
         col.rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
         col.propensities.append(float(p))
-        col.groups.append(tuple(key_text(decision, k) for k in group_paths))
+        col.groups.append(values if same_key else tuple([_row_key(row, k) for k in group_paths]))
         col.dists.append(dist)
     return col
 

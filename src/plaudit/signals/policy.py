@@ -136,18 +136,28 @@ def check_key_paths(paths: Any, *, what: str, where: str | None) -> tuple[tuple[
 
 
 def key_text(decision: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    """The value at `path` as a table key: a string as it is, `true`/`false`, a number or any
-    other JSON value as its compact JSON text (objects with sorted keys); MISSING when the path
-    is absent or null."""
-    value: Any = decision
-    for part in path:
-        if not isinstance(value, Mapping):
+    """The value at `path` as a table key (see `as_key`)."""
+    return walk(decision, path, 0)
+
+
+def walk(value: Any, path: tuple[str, ...], start: int) -> Any:
+    """`as_key` of the value at `path[start:]` inside `value`."""
+    for part in path[start:]:
+        if type(value) is not dict and not isinstance(value, Mapping):
             return MISSING
         value = value.get(part)
         if value is None:
             return MISSING
-    if isinstance(value, str):
+    return as_key(value)
+
+
+def as_key(value: Any) -> Any:
+    """A value as a table key: a string as it is, `true`/`false`, a number or any other JSON
+    value as its compact JSON text (objects with sorted keys); MISSING for null."""
+    if type(value) is str:
         return value
+    if value is None:
+        return MISSING
     try:
         return _canon(value).decode()
     except (TypeError, msgspec.EncodeError):
