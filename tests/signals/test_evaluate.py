@@ -377,3 +377,16 @@ def test_cli_bad_input_exits_2_naming_it(tmp_path, args, message) -> None:
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_table_can_come_from_stdin(tmp_path, monkeypatch) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(json.dumps(UNIFORM).encode())))
+    policy = load_policy("-")
+    assert policy.kind == "table" and policy.name == "stdin"
+    res = evaluate_rows(tmp_path, [(0.5, "success")], policy=policy, bootstrap=0)
+    assert res["estimates"]["ips"]["value"] == pytest.approx(1.0)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b'{"default": {"a": 2}}')))
+    with pytest.raises(ValidationError, match=r"^stdin: default: policy: probabilities sum to 2"):
+        load_policy("-")
