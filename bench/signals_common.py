@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 def plaudit_command() -> list[str]:
@@ -21,13 +22,14 @@ def plaudit_command() -> list[str]:
 
 
 def run_measured(
-    cmd: list[str], *, env: dict[str, str] | None = None
+    cmd: list[str], *, env: dict[str, str] | None = None, stdout: Any = subprocess.DEVNULL
 ) -> tuple[float, int, int, float]:
     """(wall seconds, peak RSS in KiB, exit status, CPU seconds (user + system)) of the child,
-    counting the processes it waited for (for RSS: the largest of them)."""
+    counting the processes it waited for (for RSS: the largest of them). `stdout`: where the
+    child's output goes (a file to read it back; by default nowhere)."""
     started = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+        cmd, stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started

@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "StoredEvent": "plaudit.events",
     "make_event": "plaudit.events",
     "uuid7": "plaudit.ids",
+    "evaluate_policy": "plaudit.signals.evaluate",
     "Checkpoint": "plaudit.store.checkpoints",
     "ProofReport": "plaudit.store.proofs",
     "check_proof": "plaudit.store.proofs",
@@ -81,6 +82,7 @@ __all__ = [
     "__version__",
     "check_consistency",
     "check_proof",
+    "evaluate_policy",
     "make_event",
     "register_projection",
     "unregister_projection",
@@ -117,6 +119,7 @@ if TYPE_CHECKING:
     )
     from plaudit.events import Event, StoredEvent, make_event
     from plaudit.ids import uuid7
+    from plaudit.signals.evaluate import evaluate_policy
     from plaudit.store import (
         AppendResult,
         BatchResult,

@@ -9,6 +9,8 @@ import type {
   OverrideRequest,
   SignalAudit,
   SignalAuditRequest,
+  SignalEvaluateRequest,
+  SignalEvaluation,
   SignalReceipt,
   SummaryQuery,
 } from "./types.js";
@@ -48,6 +50,14 @@ export class SignalsApi {
   /** Audit an export summary (given, or a file under the export root), else the log itself. */
   audit(request: SignalAuditRequest = {}, options?: CallOptions): Promise<SignalAudit> {
     return this.#http.request("POST", "/v1/signals/audit", { ...options, body: request });
+  }
+
+  /**
+   * Estimate what a candidate policy (a JSON table; the server never imports code) would have
+   * earned on the logged decisions: IPS, SNIPS and doubly robust, with bootstrap intervals.
+   */
+  evaluate(request: SignalEvaluateRequest, options?: CallOptions): Promise<SignalEvaluation> {
+    return this.#http.request("POST", "/v1/signals/evaluate", { ...options, body: request });
   }
 
   /** The reference gates over the log, with default thresholds. */

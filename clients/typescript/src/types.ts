@@ -21,6 +21,7 @@ export type OutcomeRequest = Schemas["OutcomeIn"];
 export type OverrideRequest = Schemas["OverrideIn"];
 export type ExportRequest = Schemas["ExportIn"];
 export type SignalAuditRequest = Schemas["AuditIn"];
+export type SignalEvaluateRequest = Schemas["SignalEvaluateIn"];
 export type EventInput = Schemas["EventIn"];
 
 export type HttpMethod = "get" | "post";
@@ -314,6 +315,41 @@ export interface SignalAudit extends Open {
   schema_version: string;
   pass: boolean;
   gates: Record<string, Open & { actual: number | null; threshold: number; pass: boolean }>;
+}
+
+/** One estimator's figures: the mean reward per decision, its interval, and against logging. */
+export interface PolicyEstimate extends Open {
+  /** null for SNIPS when the candidate never picks a logged task. */
+  value: number | null;
+  ci: [number, number] | null;
+  ess: number;
+  difference: number | null;
+  difference_ci: [number, number] | null;
+}
+
+export interface SignalEvaluation extends Open {
+  schema_version: string;
+  policy: Open & { kind: "table" | "callable"; name: string; key: string[] };
+  counts: Open & {
+    decisions: number;
+    joined_rows: number;
+    evaluated: number;
+    missing_propensity: number;
+    invalid_propensity: number;
+    defaulted_propensity: number;
+  };
+  propensity: Open & {
+    coverage: number;
+    invalid_samples: Array<{ decision_id: string; propensity: unknown; reason: string }>;
+  };
+  /** The logging policy's own mean reward; null when nothing could be evaluated. */
+  logging: (Open & { value: number; ci: [number, number] | null }) | null;
+  estimates: { ips: PolicyEstimate | null; snips: PolicyEstimate | null; dr: PolicyEstimate | null };
+  effective_sample_size: number;
+  gates: Record<string, Open & { actual: number; threshold: number; pass: boolean }>;
+  /** False when nothing could be evaluated or a gate failed. */
+  pass: boolean;
+  note: string | null;
 }
 
 // log

@@ -120,6 +120,43 @@ describe("signals", () => {
     assert.equal(audit.pass, false);
   });
 
+  test("evaluate estimates a table policy from logged propensities; code is refused", async () => {
+    const c = live.client;
+    // Tasks no other test uses, so the estimate below only sees these decisions' tasks.
+    const good = unique("good");
+    const poor = unique("poor");
+    for (let i = 0; i < 8; i++) {
+      const decisionId = unique("d");
+      const task = i % 4 === 0 ? good : poor;
+      await c.signals.decision({
+        ...decisionOf(decisionId, task),
+        candidates: [good, poor],
+        propensity: task === good ? 0.25 : 0.75,
+      });
+      await c.signals.outcome({
+        decision_id: decisionId,
+        outcome: task === good ? "success" : "failure",
+        task_executed: task,
+      });
+    }
+    const result = await c.signals.evaluate({
+      policy: { default: { [good]: 1 } },
+      bootstrap: 100,
+      min_propensity_coverage: 0,
+    });
+    assert.equal(result.policy.kind, "table");
+    assert.ok(result.counts.evaluated >= 8, "the decisions above were evaluated");
+    assert.ok(result.estimates.snips, "SNIPS is defined: the candidate picks a logged task");
+    assert.ok(result.estimates.dr?.ci, "DR comes with an interval");
+    assert.equal(result.gates.min_propensity_coverage?.pass, true);
+
+    // A module:function string is never imported from a request: 422 on the body's policy.
+    const err = await rejection(c.signals.evaluate({ policy: /** @type {any} */ ("os:system") }));
+    assert.ok(err instanceof PlauditHttpError);
+    assert.equal(err.status, 422);
+    assert.ok(err.problems.some((p) => p.field === "body.policy"));
+  });
+
   test("a confidence outside [0, 1] is a 422 naming the field", async () => {
     const err = await rejection(
       live.client.signals.decision({

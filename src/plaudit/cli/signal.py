@@ -272,3 +272,147 @@ def audit(
                     err=True,
                 )
     raise click.exceptions.Exit(0 if ok else 1)
+
+
+@signal.command()
+@db_option
+@click.option(
+    "--policy",
+    "policy_spec",
+    required=True,
+    metavar="FILE|MODULE:FUNCTION",
+    help="The candidate: a JSON table file, or a Python function decision -> {task: prob}.",
+)
+@click.option(
+    "--seq-mem", default=None, metavar="FILE", help="Read this seq_mem.jsonl instead of the log."
+)
+@click.option(
+    "--default-propensity",
+    type=float,
+    default=None,
+    metavar="P",
+    help="Propensity for decisions logged without one (default: leave them out).",
+)
+@click.option(
+    "--min-propensity-coverage",
+    type=float,
+    default=None,
+    metavar="F",
+    help="Gate: fail (exit 1) when fewer than this share of decisions have a logged propensity.",
+)
+@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Resamples (0: none).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--level", type=float, default=0.95, show_default=True, help="Interval level.")
+@click.option(
+    "--reward-key",
+    multiple=True,
+    metavar="FIELD",
+    help="Field the reward model groups by, e.g. context.ci_status (repeatable;"
+    " default: the table's key).",
+)
+@click.option("--max-age-hours", type=int, default=168, show_default=True)
+@click.option("--reward", "reward_pairs", multiple=True, metavar="OUTCOME=VALUE")
+@click.option("--reward-map", default=None, metavar="JSON", help='e.g. {"wasted": -0.5}')
+@json_option
+def evaluate(
+    db: str | None,
+    policy_spec: str,
+    seq_mem: str | None,
+    default_propensity: float | None,
+    min_propensity_coverage: float | None,
+    bootstrap: int,
+    seed: int,
+    level: float,
+    reward_key: tuple[str, ...],
+    max_age_hours: int,
+    reward_pairs: tuple[str, ...],
+    reward_map: str | None,
+    as_json: bool,
+) -> None:
+    """Estimate what a candidate routing policy would have earned on the logged decisions
+    (IPS, SNIPS, doubly robust); exit 0, or 1 when nothing could be estimated or a gate fails."""
+    from plaudit.signals.evaluate import check_evaluate_options, evaluate_policy
+    from plaudit.signals.policy import load_policy
+
+    options: dict[str, Any] = {
+        "default_propensity": default_propensity,
+        "min_propensity_coverage": min_propensity_coverage,
+        "bootstrap": bootstrap,
+        "seed": seed,
+        "level": level,
+        "max_age_hours": max_age_hours,
+        "rewards": _rewards(reward_pairs, reward_map),
+        "reward_key": list(reward_key) or None,
+    }
+    check_evaluate_options(folds=5, **options)  # bad options before any store is looked for
+    policy = load_policy(policy_spec)
+    with progress_bar("percent") as progress:
+        if seq_mem is not None:
+            result = evaluate_policy(policy, seq_mem=seq_mem, progress=progress, **options)
+        else:
+            from plaudit.signals.verified import open_existing
+
+            with open_existing(resolve(db)) as p:
+                result = evaluate_policy(policy, plaudit=p, progress=progress, **options)
+    if as_json:
+        echo_json(result)
+    else:
+        _print_evaluation(result)
+    raise click.exceptions.Exit(0 if result["pass"] else 1)
+
+
+def _print_evaluation(result: dict[str, Any]) -> None:
+    c, pol = result["counts"], result["policy"]
+    where = result["input"]["seq_mem"] or "the log"
+    click.echo(f"Off-policy evaluation of {pol['name']} ({pol['kind']}) on {where}")
+    click.echo(
+        f"  decisions={c['joined_rows']} evaluated={c['evaluated']}"
+        f" missing_propensity={c['missing_propensity']}"
+        f" invalid_propensity={c['invalid_propensity']}"
+        f" defaulted={c['defaulted_propensity']}"
+        f" coverage={result['propensity']['coverage']:.3f}"
+    )
+    for sample in result["propensity"]["invalid_samples"][:3]:
+        click.echo(
+            f"  invalid propensity {sample['propensity']!r} ({sample['reason']})"
+            f" in decision {sample['decision_id']!r}",
+            err=True,
+        )
+    if result["note"]:
+        click.echo(f"  {result['note']}", err=True)
+    if result["logging"] is not None:
+
+        def ci(values: list[float] | None, signed: bool = False) -> str:
+            if values is None:
+                return ""
+            f = "{:+.4f}" if signed else "{:.4f}"
+            return f"[{f.format(values[0])}, {f.format(values[1])}]"
+
+        level = round(result["input"]["level"] * 100, 1)
+        click.echo(f"  mean reward per decision ({level:g}% intervals):")
+        logging = result["logging"]
+        click.echo(f"    logging  {logging['value']:.4f} {ci(logging['ci'])}")
+        for name, e in result["estimates"].items():
+            if e["value"] is None:
+                click.echo(f"    {name:<8} (undefined: the candidate never picks a logged task)")
+                continue
+            click.echo(
+                f"    {name:<8} {e['value']:.4f} {ci(e['ci'])}"
+                f"  vs logging {e['difference']:+.4f} {ci(e['difference_ci'], True)}"
+            )
+        d = result["diagnostics"]
+        click.echo(
+            f"  effective sample size {result['effective_sample_size']:.1f} of {c['evaluated']};"
+            f" weights mean {d['weights']['mean']:.3f} max {d['weights']['max']:.3g}"
+        )
+        if d["unlogged_mass"] > 0:
+            click.echo(
+                f"  warning: {d['unlogged_mass']:.1%} of the candidate's choices are (context,"
+                " task) pairs never logged; IPS and SNIPS cannot see them, DR leans on its model",
+                err=True,
+            )
+    for name, gate in result["gates"].items():
+        if not gate["pass"]:
+            click.echo(
+                f"  fail {name}: actual={gate['actual']} threshold={gate['threshold']}", err=True
+            )

@@ -201,6 +201,13 @@ class Signals:
         self._summary_cache = (key, now, summary)
         return summary
 
+    def evaluate(self, policy: Any, **options: Any) -> dict[str, Any]:
+        """Off-policy estimate of what `policy` would have earned on the log's decisions
+        (IPS, SNIPS, doubly robust); options as `plaudit.evaluate_policy`."""
+        from plaudit.signals.evaluate import evaluate_policy
+
+        return evaluate_policy(policy, plaudit=self.plaudit, **options)
+
     def gates(self, *, max_age_hours: int = 168, **limits: Any) -> dict[str, Any]:
         """The dashboard's view: the log's gates with default thresholds (env overrides apply);
         nothing is written."""

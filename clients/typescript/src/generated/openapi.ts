@@ -767,6 +767,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signals/evaluate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate
+         * @description What the candidate policy (a JSON table) would have earned per decision on the logged
+         *     decisions: IPS, SNIPS and doubly robust estimates with bootstrap intervals. Reads only;
+         *     the gate's verdict is `pass` in the result (200 either way).
+         */
+        post: operations["evaluate_v1_signals_evaluate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/signals/export": {
         parameters: {
             query?: never;
@@ -1220,6 +1242,51 @@ export interface components {
             label?: string | null;
             /** Session */
             session?: string | null;
+        };
+        /**
+         * SignalEvaluateIn
+         * @description Off-policy evaluation of a candidate policy given as a JSON table (the format of
+         *     `plaudit signal evaluate --policy FILE`). Over HTTP the policy is data, never code: a
+         *     `module:function` from a request would make the server import and run whatever a client
+         *     names, so only tables are taken.
+         */
+        SignalEvaluateIn: {
+            /**
+             * Bootstrap
+             * @default 1000
+             */
+            bootstrap?: number;
+            /** Default Propensity */
+            default_propensity?: number | null;
+            /**
+             * Level
+             * @default 0.95
+             */
+            level?: number;
+            /**
+             * Max Age Hours
+             * @default 168
+             */
+            max_age_hours?: number;
+            /** Min Propensity Coverage */
+            min_propensity_coverage?: number | null;
+            /** Policy */
+            policy: {
+                [key: string]: unknown;
+            };
+            /** Reward Key */
+            reward_key?: string[] | null;
+            /** Rewards */
+            rewards?: {
+                [key: string]: number;
+            };
+            /**
+             * Seed
+             * @default 0
+             */
+            seed?: number;
+            /** Seq Mem */
+            seq_mem?: string | null;
         };
         /** ToolCall */
         ToolCall: {
@@ -2527,6 +2594,41 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["DecisionIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    evaluate_v1_signals_evaluate_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SignalEvaluateIn"];
             };
         };
         responses: {

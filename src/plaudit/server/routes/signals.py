@@ -232,3 +232,47 @@ def summary(
 ) -> dict[str, Any]:
     """The export summary of the log, computed in memory (nothing is written)."""
     return p.signals.summary(max_age_hours=max_age_hours, split_by=split_by)
+
+
+FieldPath = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
+class SignalEvaluateIn(_In):
+    """Off-policy evaluation of a candidate policy given as a JSON table (the format of
+    `plaudit signal evaluate --policy FILE`). Over HTTP the policy is data, never code: a
+    `module:function` from a request would make the server import and run whatever a client
+    names, so only tables are taken."""
+
+    policy: dict[str, Any]
+    seq_mem: Path | None = None
+    default_propensity: (
+        Annotated[StrictFloat, Field(gt=0.0, le=1.0, allow_inf_nan=False)] | None
+    ) = None
+    min_propensity_coverage: Unit | None = None
+    #: Capped: every resample costs a pass over the decisions, on a shared server.
+    bootstrap: Annotated[StrictInt, Field(ge=0, le=10_000)] = 1000
+    seed: Annotated[StrictInt, Field(ge=0, le=2**53)] = 0
+    level: Annotated[StrictFloat, Field(ge=0.5, lt=1.0)] = 0.95
+    max_age_hours: Annotated[StrictInt, Field(ge=0, le=10_000_000)] = 168
+    rewards: RewardMap = Field(default_factory=dict)
+    reward_key: list[FieldPath] | None = Field(default=None, max_length=8)
+
+
+@router.post("/evaluate", dependencies=[Depends(require_write)])
+def evaluate(
+    body: SignalEvaluateIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """What the candidate policy (a JSON table) would have earned per decision on the logged
+    decisions: IPS, SNIPS and doubly robust estimates with bootstrap intervals. Reads only;
+    the gate's verdict is `pass` in the result (200 either way)."""
+    from plaudit.signals.evaluate import evaluate_policy
+    from plaudit.signals.policy import TablePolicy
+
+    options = body.model_dump()
+    policy = TablePolicy(options.pop("policy"), name="body.policy")
+    options["seq_mem"] = _confine(request, "seq_mem", options["seq_mem"])
+    if options["seq_mem"] is not None:
+        return paths.for_request(request)(evaluate_policy(policy, **options))
+    return paths.for_request(request)(evaluate_policy(policy, plaudit=p, **options))
