@@ -21,7 +21,8 @@ export class LogApi {
   /**
    * Append one event or a list, atomically. Give each event an `id` to retry safely: an id
    * already there with the same content answers `present`; with other content, 409 (or, with
-   * `on_conflict: "skip"`, the id is listed under `conflicts`).
+   * `on_conflict: "skip"`, the id is listed under `conflicts`). With `wait: false` the answer
+   * comes once the events are durable, before they have positions (`queued`; PostgreSQL only).
    */
   append(
     events: EventInput | EventInput[],

@@ -375,9 +375,12 @@ export interface LogVerification extends Open {
 export interface AppendResult extends Open {
   appended: number;
   present: number;
+  /** With `wait: false` on PostgreSQL: events durable in the intake, not yet given positions. */
+  queued: number;
   /** Ids skipped because they exist with other content (`onConflict: "skip"`). */
   conflicts: string[];
-  results: { id: string; seq: number; status: string }[];
+  /** `seq` is null for a `queued` event. */
+  results: { id: string; seq: number | null; status: string }[];
   head: string;
 }
 

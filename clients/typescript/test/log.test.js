@@ -7,6 +7,17 @@ import { rejection, unique, useServer } from "./helpers.js";
 const live = useServer();
 
 describe("log", () => {
+  test("wait: false is passed through; a store without an intake still appends", async () => {
+    const c = live.client;
+    const id = unique("evt");
+    const type = `tsclient.${unique("t").replace(/-/g, "_")}.v1`;
+    const res = await c.log.append({ type, id, payload: { n: 1 } }, { wait: false });
+    // The test server is SQLite, which has no intake: the event has its position at once.
+    assert.equal(res.queued, 0);
+    assert.equal(res.appended, 1);
+    assert.ok((res.results[0]?.seq ?? 0) > 0);
+  });
+
   test("an appended event is in the head, the chain and the tail", async () => {
     const c = live.client;
     const before = await c.log.head();

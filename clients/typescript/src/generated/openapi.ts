@@ -2264,6 +2264,8 @@ export interface operations {
             query?: {
                 /** @description 'raise': 409 if an id exists with other content; 'skip': report it */
                 on_conflict?: "raise" | "skip";
+                /** @description false: answer once the events are durable in the intake, before they have positions ('queued', seq null; PostgreSQL; SQLite always waits) */
+                wait?: boolean;
             };
             header?: never;
             path?: never;
