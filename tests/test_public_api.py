@@ -20,3 +20,84 @@ def test_every_error_class_is_exported() -> None:
     assert defined <= set(plaudit.__all__)
     assert plaudit.StoreNotFoundError.exit_code == 2
     assert issubclass(plaudit.MissingExtraError, plaudit.ConfigError)
+
+
+#: The public API. A change here is a change users see: add to it on purpose, never by accident,
+#: and never remove a name without a deprecation (see CHANGELOG.md).
+PINNED = {
+    "AppendResult",
+    "Arm",
+    "ArmStats",
+    "BackendUnavailableError",
+    "BanditConfig",
+    "BatchResult",
+    "Checkpoint",
+    "ConfigError",
+    "ConflictError",
+    "Event",
+    "EventLog",
+    "Head",
+    "IntegrityError",
+    "LogView",
+    "MissingExtraError",
+    "NotFoundError",
+    "Observation",
+    "Plaudit",
+    "PlauditError",
+    "Projection",
+    "ProofReport",
+    "Selection",
+    "StoreNotFoundError",
+    "StoredEvent",
+    "Tx",
+    "ValidationError",
+    "VerifyReport",
+    "Writer",
+    "__version__",
+    "check_consistency",
+    "check_proof",
+    "evaluate_policy",
+    "make_event",
+    "register_projection",
+    "unregister_projection",
+    "uuid7",
+}
+
+#: The methods of the main handles that the docs promise.
+PINNED_METHODS = {
+    "Plaudit": {"open", "close", "bandit", "ledger", "signals", "rebuild"},
+    "EventLog": {
+        "append",
+        "append_batch",
+        "enqueue",
+        "enqueue_batch",
+        "run",
+        "writer",
+        "reading",
+        "sequence",
+        "verify",
+        "replay",
+        "get",
+        "tail",
+        "head",
+        "stats",
+        "rebuild",
+        "checkpoint",
+        "prove",
+        "consistency",
+    },
+}
+
+
+def test_the_public_names_are_exactly_the_pinned_ones() -> None:
+    assert set(plaudit.__all__) == PINNED
+    assert sorted(dir(plaudit)) == sorted(PINNED)
+
+
+def test_the_main_handles_keep_their_documented_methods(tmp_path) -> None:
+    for cls_name, methods in PINNED_METHODS.items():
+        cls = getattr(plaudit, cls_name)
+        missing = {m for m in methods if not hasattr(cls, m)}
+        assert not missing, f"{cls_name} lost {sorted(missing)}"
+    with plaudit.Plaudit.open(tmp_path / "api.db") as p:
+        assert isinstance(p.log, plaudit.EventLog)
