@@ -231,3 +231,21 @@ def test_independent_queries_read_together_give_what_each_gives_alone(db_url: st
                 together = tx.fetch_each(queries)
         assert [[tuple(r) for r in rows] for rows in together] == alone
         assert alone[0] == [("f0",), ("f1",), ("f2",)] and alone[1] == [(5,)] and alone[2] == []
+
+
+@pytest.mark.postgres
+def test_only_intake_that_waits_for_a_pass_skips_its_own_flush(pg_url: str) -> None:
+    """An appender that waits for a sequencing pass commits its intake without waiting for the
+    WAL flush (the pass's commit flushes it, before anything is acknowledged); the setting is
+    local to that transaction, so nothing else on the connection is relaxed."""
+    with Plaudit.open(pg_url) as p:
+        b: Any = p.backend
+        with b.intake(relaxed=True) as tx:
+            assert tx.scalar("SHOW synchronous_commit") == "off"
+        with b.intake() as tx:
+            assert tx.scalar("SHOW synchronous_commit") == "on"
+        with b.intake(single=True, relaxed=True) as tx:
+            row = ("relaxed", TYPE, 1, "s", "t", '{"v":1}', "{}", b"\3" * 32, "r", True)
+            assert tx.intake_put([row])[0][4] is True
+            assert tx.scalar("SHOW synchronous_commit") == "on"
+        assert p.log.sequence() == 1

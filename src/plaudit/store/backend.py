@@ -218,7 +218,7 @@ class Backend(ABC):
         """True while this thread is inside a write transaction of this backend."""
 
     @contextmanager
-    def intake(self, *, single: bool = False) -> Iterator[Tx]:
+    def intake(self, *, single: bool = False, relaxed: bool = False) -> Iterator[Tx]:
         """A plain write transaction without the lease, for the intake table (`single`: the
         caller runs one statement, which may then be its own transaction)."""
         raise NotImplementedError(f"{self.dialect} has no intake")

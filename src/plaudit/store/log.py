@@ -344,7 +344,7 @@ class EventLog:
         if self._pump is None:
             return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
         r = _Request(prepared, on_conflict)
-        self._enqueue([r])
+        self._enqueue([r], acknowledged=True)
         if r.error is not None:
             raise r.error
         if r.done:  # every id was sequenced already
@@ -601,13 +601,15 @@ class EventLog:
         return out
 
     # -- the intake path (backends with `has_intake`) -------------------------------------
-    def _enqueue(self, group: list[_Request]) -> list[_Request]:
+    def _enqueue(self, group: list[_Request], *, acknowledged: bool = False) -> list[_Request]:
         """Insert the group's new events into the intake table in one commit; returns the
-        requests that now wait for sequencing (the others are done: all present, or refused)."""
+        requests that now wait for sequencing (the others are done: all present, or refused).
+        `acknowledged`: the caller answers once this commits (`enqueue`), so it must be
+        durable by itself; otherwise the sequencing pass's commit makes it durable."""
         waiting: list[_Request] = []
         # A lone request whose single statement cannot be half done needs no transaction.
         single = len(group) == 1 and (len(group[0].prepared) == 1 or group[0].on_conflict == "skip")
-        with self.backend.intake(single=single) as tx:
+        with self.backend.intake(single=single, relaxed=not acknowledged) as tx:
             for r in group:
                 try:
                     if self._enqueue_one(tx, r):

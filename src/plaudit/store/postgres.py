@@ -50,6 +50,10 @@ _INTAKE_TYPES = (
 _INTAKE_ONE = "VALUES (" + ", ".join(f"%s::{t}" for t in _INTAKE_TYPES) + ")"
 _INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
 
+#: Joined into a lone intake statement (its own transaction) to commit it without waiting for
+#: the WAL flush; see `PostgresBackend.intake`.
+_RELAXED_JOIN = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
+
 #: The sequencer lease: one advisory lock per schema, released when its transaction ends.
 _LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
 LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
@@ -91,6 +95,8 @@ class PostgresTx(Tx):
         #: statements whose results nobody reads travel with the next one that is read.
         self.pipelined = False
         self.pipeline: Any = None
+        #: Intake commits need not wait for the WAL flush (see `PostgresBackend.intake`).
+        self.relaxed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
@@ -174,7 +180,7 @@ class PostgresTx(Tx):
             "SELECT i.id, e.content_digest, e.seq, q.content_digest, "
             "EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id) FROM input i "
             "LEFT JOIN plaudit_events e ON e.id = i.id "
-            "LEFT JOIN plaudit_intake q ON q.id = i.id",
+            "LEFT JOIN plaudit_intake q ON q.id = i.id" + (_RELAXED_JOIN if self.relaxed else ""),
             params,
         )
         return [
@@ -504,11 +510,19 @@ class PostgresBackend(Backend):
             self._local.in_write = False
 
     @contextmanager
-    def intake(self, *, single: bool = False) -> Iterator[PostgresTx]:
+    def intake(self, *, single: bool = False, relaxed: bool = False) -> Iterator[PostgresTx]:
+        """`relaxed`: the caller acknowledges nothing until a sequencing pass has committed
+        these rows, and that commit waits for the WAL flush, which covers this earlier commit
+        too; so this one need not wait for a flush of its own (`synchronous_commit` off for
+        this transaction only). A crash before the pass loses only unacknowledged rows."""
         if single:  # one statement is its own transaction: no BEGIN/COMMIT round trips
-            yield PostgresTx(self.connection())
+            tx = PostgresTx(self.connection())
+            tx.relaxed = relaxed
+            yield tx
             return
         with self._transaction(None) as (tx, _):
+            if relaxed:
+                tx.execute("SET LOCAL synchronous_commit TO off")
             yield tx
 
     @contextmanager
