@@ -565,8 +565,8 @@ def _run(
         and (outputs is None or all(d is not None for d in direct))
     )
     if stored is not None and defaults:
-        writers = [d for d in direct if d is not None]
-        write = None if outputs is None else lambda split, line: writers[split](line)
+        many = [ws[0].write_lines for ws in raw if ws]
+        write = None if outputs is None else lambda split, lines: many[split](lines)
         tallies = stored(split_of, write)
         if tallies is not None:
             return _summary(

@@ -93,6 +93,11 @@ class _Lines:
         self._f.write(line)
         self.rows += 1
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Each of `lines` is one JSON object and its newline."""
+        self._f.writelines(lines)
+        self.rows += len(lines)
+
     def close(self) -> None:
         self._f.flush()
         os.fsync(self._f.fileno())

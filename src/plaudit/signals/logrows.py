@@ -148,7 +148,9 @@ def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
     def rows(**options: Any) -> Iterator[Row]:
         return _rows(tx, c, start, windowed=old > 0, **options)
 
-    def stored(split_of: list[int], write: Callable[[int, bytes], None] | None) -> Tallies | None:
+    def stored(
+        split_of: list[int], write: Callable[[int, list[bytes]], None] | None
+    ) -> Tallies | None:
         if not whole_rows_fit(tx, start, old > 0):
             return None
         return stream_stored(tx, c, start, windowed=old > 0, split_of=split_of, write=write)
@@ -160,11 +162,11 @@ def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
 
 _ROW_COLUMNS = (
     "d.decision_id, d.ts_ms, d.session_id, d.chosen_task, d.outcome, d.bucket, d.digest,"
-    " d.overridden, d.tail, d.line, d.hist_min_ts"
+    " d.overridden, d.tail, d.rest, d.hist_min_ts, d.head"
 )
 #: What a row is rebuilt from when its default line does not fit the export's options.
 _PART_COLUMNS = (
-    ", d.head, d.history, d.propensity, d.cut, o.task_executed, o.outcome, o.ttr,"
+    ", d.history, d.propensity, d.cut, o.task_executed, o.outcome, o.ttr,"
     " o.error_kind, o.manual_override_task, o.max_ts, v.max_ts"
 )
 _FROM = (
@@ -225,7 +227,7 @@ def _rows(
             if row[8] is None:  # no chosen task
                 no_task += 1
                 continue
-            did, ts, session, chosen, outcome, b, digest, how, tail, line, oldest = row[:11]
+            did, ts, session, chosen, outcome, b, digest, how, tail, rest, oldest = row[:11]
             stale_override = windowed and how == BY_OVERRIDE and (row[21] or 0) < start
             if stale_override:
                 # The override that filled `manual_override_task` is older than the window.
@@ -247,7 +249,7 @@ def _rows(
                 continue
             trimmed = windowed and oldest is not None and oldest < start
             if defaults and not stale_override and not trimmed:
-                yield did, session, chosen, outcome, b, line
+                yield did, session, chosen, outcome, b, row[11] + rest
                 continue
             if k == 0:
                 history: Any = b"[]"
@@ -282,8 +284,9 @@ def _histories(tx: Tx, start: int, k: int) -> dict[str, bytes]:
     current: str | None = None
 
     def flush() -> None:
+        encoded: list[bytes | None] = [None] * len(timeline)
         for i, entry in enumerate(timeline):
-            out[entry[0]] = encode_history(timeline, i, k)[0]
+            out[entry[0]] = encode_history(timeline, i, k, encoded)[0]
 
     for did, chosen, ts, session in tx.iterate(
         "SELECT decision_id, chosen_task, ts_ms, session_id FROM signals_decisions"
@@ -335,11 +338,12 @@ def stream_stored(
     *,
     windowed: bool,
     split_of: list[int],
-    write: Callable[[int, bytes], None] | None,
+    write: Callable[[int, list[bytes]], None] | None,
 ) -> Tallies:
     """The export with default options, done by the database: counts by aggregate queries,
-    and each row's stored line handed to `write(split, line)` in export order. Duplicates
-    are the rows the projection flagged (`dup`)."""
+    and each row's stored line (`head + rest`) handed to `write(split, lines)` in export
+    order, a chunk of lines per split at a time. Duplicates are the rows the projection
+    flagged (`dup`)."""
     if windowed:
         source = (
             " FROM signals_decisions d JOIN signals_outcomes o ON o.decision_id = d.decision_id"
@@ -380,11 +384,17 @@ def stream_stored(
     t.sessions, t.leaking = int(sessions), int(leaking)
     if write is not None:
         for chunk in tx.chunks(
-            f"SELECT d.bucket, d.line{source} AND d.dup = 0 ORDER BY d.ts_ms, d.first_seq",
+            f"SELECT d.bucket, d.head, d.rest{source} AND d.dup = 0"
+            " ORDER BY d.ts_ms, d.first_seq",
             params,
         ):
-            for b, line in chunk:
-                write(split_of[b], line)
+            lines: list[list[bytes]] = [[], [], []]
+            adders = [lines[0].append, lines[1].append, lines[2].append]
+            for b, head, rest in chunk:
+                adders[split_of[b]](head + rest)
+            for split, some in enumerate(lines):
+                if some:
+                    write(split, some)
     c.missing_outcome = c.decisions - int(seen_rows)
     c.skipped_no_chosen_task += int(no_task)
     c.dropped_duplicate_rows = int(dropped)
