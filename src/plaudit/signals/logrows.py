@@ -384,8 +384,7 @@ def stream_stored(
     t.sessions, t.leaking = int(sessions), int(leaking)
     if write is not None:
         for chunk in tx.chunks(
-            f"SELECT d.bucket, d.head, d.rest{source} AND d.dup = 0"
-            " ORDER BY d.ts_ms, d.first_seq",
+            f"SELECT d.bucket, d.head, d.rest{source} AND d.dup = 0 ORDER BY d.ts_ms, d.first_seq",
             params,
         ):
             lines: list[list[bytes]] = [[], [], []]

@@ -154,7 +154,8 @@ DECISION_COLUMNS = (
     "history", "hist_min_ts", "outcome", "tail", "digest", "overridden", "rest", "dup",
 )  # fmt: skip
 (ID, FIRST, SEQ, TS, MIN_TS, MAX_TS, N, SAME, DIFF, SESSION, CHOSEN, HEAD, CUT, PROPENSITY,
- BUCKET, HIST, HIST_MIN, OUTCOME_, TAIL, DIGEST, HOW, REST, DUP) = range(len(DECISION_COLUMNS))  # fmt: skip
+ BUCKET, HIST, HIST_MIN, OUTCOME_, TAIL, DIGEST, HOW, REST, DUP) = range(23)  # fmt: skip
+assert len(DECISION_COLUMNS) == 23
 _BLOBS = (HEAD, HIST, TAIL, DIGEST, REST)
 _COLS = ", ".join(DECISION_COLUMNS)
 _UPSERT_DECISION = (
