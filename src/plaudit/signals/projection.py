@@ -62,9 +62,19 @@ TABLES = (
     "signals_overrides",
     "signals_other",
     "signals_conflicts",
+    "signals_totals",
+    "signals_tally",
 )
+#: What an export may reuse, not state: `signals_hours` counts the changes to each hour's rows
+#: (how many depends on how appends were batched, so a rebuild gives other numbers), and
+#: `signals_exports` records which hours an export's files hold (`plaudit.signals.reuse`).
+#: Dropped with the state tables, so a rebuilt projection starts with no reuse at all.
+CACHE_TABLES = ("signals_hours", "signals_exports")
 #: Tables of earlier versions that nothing reads any more, dropped when the tables are made.
 RETIRED = ("signals_checkpoint",)
+#: The stretch of export order `signals_hours` tracks: rows are in timestamp order, so an
+#: hour's rows are one run of lines in each split's file.
+HOUR_MS = 3_600_000
 _ID_CHUNK = 500
 #: Sessions whose timelines one query reads (two compound terms each).
 _SESSION_CHUNK = 50
@@ -145,6 +155,37 @@ _DDL = (
         ts_ms {bigint} NOT NULL,
         what TEXT NOT NULL
     )""",
+    # Sums over each of the three tables above (`name`: decisions, outcomes, overrides): what
+    # an export whose window holds every event counts, without reading the tables.
+    """CREATE TABLE IF NOT EXISTS signals_totals (
+        name TEXT PRIMARY KEY,
+        ids {bigint} NOT NULL,
+        n {bigint} NOT NULL,
+        identical {bigint} NOT NULL,
+        conflicting {bigint} NOT NULL,
+        min_ts {bigint} NOT NULL
+    )""",
+    # Decisions with an outcome, counted by what the summary tallies: `overridden` -1 and
+    # `dup` -1 for rows without a chosen task (their NULLs), `dup` 1 for dropped duplicates.
+    """CREATE TABLE IF NOT EXISTS signals_tally (
+        outcome TEXT NOT NULL,
+        chosen_task TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        overridden INTEGER NOT NULL,
+        dup INTEGER NOT NULL,
+        n {bigint} NOT NULL,
+        PRIMARY KEY (outcome, chosen_task, bucket, overridden, dup)
+    )""",
+    """CREATE TABLE IF NOT EXISTS signals_hours (
+        hour {bigint} PRIMARY KEY,
+        version {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS signals_exports (
+        output_dir TEXT PRIMARY KEY,
+        splits TEXT NOT NULL,
+        files TEXT NOT NULL,
+        hours {blob} NOT NULL
+    )""",
 )
 
 #: `signals_decisions`' columns, in the order rows are held in memory (the indices below).
@@ -181,6 +222,24 @@ _UPSERT_OVERRIDE = (
     " ON CONFLICT (decision_id) DO UPDATE SET seq = excluded.seq,"
     " min_ts = excluded.min_ts, max_ts = excluded.max_ts, n = excluded.n,"
     " override_task = excluded.override_task"
+)
+_ADD_TOTALS = (
+    "INSERT INTO signals_totals (name, ids, n, identical, conflicting, min_ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+    " ids = signals_totals.ids + excluded.ids, n = signals_totals.n + excluded.n,"
+    " identical = signals_totals.identical + excluded.identical,"
+    " conflicting = signals_totals.conflicting + excluded.conflicting,"
+    " min_ts = CASE WHEN excluded.min_ts < signals_totals.min_ts THEN excluded.min_ts"
+    " ELSE signals_totals.min_ts END"
+)
+_TALLY_KEY = "outcome, chosen_task, bucket, overridden, dup"
+_ADD_TALLY = (
+    f"INSERT INTO signals_tally ({_TALLY_KEY}, n) VALUES (?, ?, ?, ?, ?, ?)"
+    f" ON CONFLICT ({_TALLY_KEY}) DO UPDATE SET n = signals_tally.n + excluded.n"
+)
+_EMPTY_TALLY = (
+    "DELETE FROM signals_tally WHERE outcome = ? AND chosen_task = ? AND bucket = ?"
+    " AND overridden = ? AND dup = ? AND n = 0"
 )
 #: One session's timeline around a change at (ts, first seq): the HISTORY entries before it
 #: (part 0) and every entry from it on (part 1).
@@ -280,7 +339,7 @@ class SignalsProjection:
     name = NAME
     version = VERSION
     prefixes = (PREFIX,)
-    tables = TABLES
+    tables = TABLES + CACHE_TABLES
 
     def create(self, tx: Tx) -> None:
         for table in RETIRED:
@@ -322,8 +381,17 @@ class _Batch:
         self.known = decision_rows(tx, ids)  # as stored before this batch
         self.outcomes = _by_id(tx, "signals_outcomes", _OUTCOME_COLS, ids)
         self.overrides = _by_id(tx, "signals_overrides", _OVERRIDE_COLS, ids)
+        self.outcomes_before = dict(self.outcomes)  # folding replaces entries, never edits
+        self.overrides_before = dict(self.overrides)
+        #: Tally keys, as stored, of rows read for being shifted (`_histories`).
+        self.shifted_keys: dict[str, tuple[Any, ...] | None] = {}
+        #: (old key, new key) of rows whose duplicate flag alone changed (`_duplicates`).
+        self.flag_keys: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        #: Hours whose rows this batch changes (their lines, or which lines there are).
+        self.hours: set[int] = set()
         self.work: dict[str, list[Any]] = {}  # decision rows to write, as they will be
         self.rejoin: set[str] = set()  # rows whose joined part must be recomputed
+        self.folded: set[str] = set()  # ids whose decision this batch folded
         self.touched: dict[str, tuple[int, int]] = {}  # session -> first changed position
         self.conflicts: list[tuple[int, int, str]] = []
 
@@ -387,6 +455,7 @@ class _Batch:
                 row[HIST], row[HIST_MIN] = EMPTY_HISTORY, None
             work[did] = row
             self.rejoin.add(did)
+            self.folded.add(did)
 
     def _outcomes(self, records: list[Any], made: list[tuple[int, int]]) -> set[str]:
         state = self.outcomes
@@ -458,6 +527,7 @@ class _Batch:
                         moved[entry[0]] = (history, oldest)
         if moved:
             for did, row in decision_rows(self.tx, moved).items():
+                self.shifted_keys[did] = tally_key(row)
                 row[HIST], row[HIST_MIN] = moved[did]
                 work[did] = row
 
@@ -497,12 +567,17 @@ class _Batch:
             return []
         blob = self.tx.blob
         groups: dict[bytes, list[tuple[int, int, str, Any]]] = {}
-        sql = "SELECT digest, ts_ms, first_seq, decision_id, dup FROM signals_decisions"
-        for digest, ts, first, did, dup in _in_chunks(
-            self.tx, sql + " WHERE digest IN ({})", [blob(d) for d in digests]
+        stored: dict[str, tuple[Any, ...]] = {}
+        sql = (
+            "SELECT digest, ts_ms, first_seq, decision_id, dup, outcome, chosen_task, bucket,"
+            " overridden FROM signals_decisions WHERE digest IN ({})"
+        )
+        for digest, ts, first, did, dup, *key in _in_chunks(
+            self.tx, sql, [blob(d) for d in digests]
         ):
             if did not in work:
                 groups.setdefault(bytes(digest), []).append((ts, first, did, dup))
+                stored[did] = tuple(key)
         for row in work.values():
             if row[DIGEST] in digests:
                 groups.setdefault(row[DIGEST], []).append((row[TS], row[FIRST], row[ID], None))
@@ -511,13 +586,18 @@ class _Batch:
         others = []
         for group in groups.values():
             group.sort()
-            for i, (_, _, did, dup) in enumerate(group):
+            for i, (ts, _, did, dup) in enumerate(group):
                 flag = int(i > 0)
                 row = work.get(did)
                 if row is not None:
                     row[DUP] = flag
                 elif dup != flag:
                     others.append((flag, did))
+                    self.hours.add(ts // HOUR_MS)
+                    outcome, chosen, b, how = stored[did]
+                    self.flag_keys.append(
+                        ((outcome, chosen, b, how, dup), (outcome, chosen, b, how, flag))
+                    )
         return others
 
     def _write(self, changed_o: set[str], changed_v: set[str], others: list[Any]) -> None:
@@ -538,12 +618,87 @@ class _Batch:
             tx.executemany(_UPSERT_OVERRIDE, [self.overrides[d] for d in changed_v])
         if others:
             tx.executemany("UPDATE signals_decisions SET dup = ? WHERE decision_id = ?", others)
+        self._add_up(changed_o, changed_v)
+        hours = self.hours
+        for did, row in self.work.items():
+            hours.add(row[TS] // HOUR_MS)
+            before = self.known.get(did)
+            if before is not None:
+                hours.add(before[TS] // HOUR_MS)
+        if hours:
+            tx.executemany(
+                "INSERT INTO signals_hours (hour, version) VALUES (?, 1) ON CONFLICT (hour)"
+                " DO UPDATE SET version = signals_hours.version + 1",
+                [(h,) for h in sorted(hours)],
+            )
         if self.conflicts:
             tx.executemany(
                 "INSERT INTO signals_conflicts (seq, ts_ms, what) VALUES (?, ?, ?)"
                 " ON CONFLICT (seq) DO NOTHING",
                 self.conflicts,
             )
+
+
+    def _add_up(self, changed_o: set[str], changed_v: set[str]) -> None:
+        """Bring `signals_totals` and `signals_tally` up to date by what this batch changed."""
+        totals = []
+        decided = [self.work[d] for d in self.work if d in self.folded]
+        if decided:
+            old = [self.known.get(row[ID]) for row in decided]
+            totals.append(_delta("decisions", decided, old, (N, SAME, DIFF), MIN_TS))
+        if changed_o:
+            new = [self.outcomes[d] for d in changed_o]
+            old = [self.outcomes_before.get(d) for d in changed_o]
+            totals.append(_delta("outcomes", new, old, (4, 5, 6), 2))
+        if changed_v:
+            new = [self.overrides[d] for d in changed_v]
+            old = [self.overrides_before.get(d) for d in changed_v]
+            totals.append(_delta("overrides", new, old, (4,), 2))
+        if totals:
+            self.tx.executemany(_ADD_TOTALS, totals)
+        change: dict[tuple[Any, ...], int] = {}
+
+        def move(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> None:
+            if before != after:
+                if before is not None:
+                    change[before] = change.get(before, 0) - 1
+                if after is not None:
+                    change[after] = change.get(after, 0) + 1
+
+        for did, row in self.work.items():
+            if did in self.shifted_keys:
+                before = self.shifted_keys[did]
+            else:
+                known = self.known.get(did)
+                before = None if known is None else tally_key(known)
+            move(before, tally_key(row))
+        for before, after in self.flag_keys:
+            move(_key(*before), _key(*after))
+        deltas = [(*key, n) for key, n in change.items() if n]
+        if deltas:
+            self.tx.executemany(_ADD_TALLY, deltas)
+            self.tx.executemany(_EMPTY_TALLY, [d[:5] for d in deltas if d[5] < 0])
+
+
+def _delta(
+    name: str, new: list[list[Any]], old: list[Any], sums: tuple[int, ...], min_col: int
+) -> tuple[Any, ...]:
+    """A `signals_totals` row of differences: ids added, and each summed column's change."""
+    added = sum(1 for o in old if o is None)
+    diffs = [sum(r[i] for r in new) - sum(o[i] for o in old if o is not None) for i in sums]
+    diffs += [0] * (3 - len(diffs))
+    return (name, added, *diffs, min(r[min_col] for r in new))
+
+
+def _key(outcome: Any, chosen: Any, b: Any, how: Any, dup: Any) -> tuple[Any, ...] | None:
+    if outcome is None:
+        return None
+    return (outcome, chosen, b, -1 if how is None else how, -1 if dup is None else dup)
+
+
+def tally_key(row: list[Any]) -> tuple[Any, ...] | None:
+    """Where a decision row counts in `signals_tally` (None: it has no outcome)."""
+    return _key(row[OUTCOME_], row[CHOSEN], row[BUCKET], row[HOW], row[DUP])
 
 
 def _position(entry: tuple[Any, ...]) -> tuple[int, int]:
