@@ -113,3 +113,30 @@ def test_the_index_is_kept_in_the_store(tmp_path: Path, copies) -> None:
         _emit(p, 9, hour=9)
         _check(p, tmp_path / "out", tmp_path / "full")
     assert copies == [0, 8]
+
+
+def test_an_hour_left_empty_before_a_copied_one(tmp_path: Path, copies) -> None:
+    """A decision re-sent at another time leaves its hour with no rows; the copied hour after
+    it must still land where it belongs (found by the property test in test_projection)."""
+    from plaudit.events import make_event
+    from plaudit.signals.contract import DECISION, OUTCOME
+
+    def decision(n: int, did: str, hour: int) -> Any:
+        payload = {"decision_id": did, "session_id": did, "chosen_task": "a", "confidence": 0.5}
+        return make_event(DECISION, payload, id=f"e{n}", ts_ms=T0 + hour * HOUR_MS)
+
+    outcome = {"decision_id": "d2", "outcome": "success", "task_executed": "a"}
+    with Plaudit.open(tmp_path / "p.db") as p:
+        p.log.append_batch(
+            [
+                decision(1, "d0", 1),
+                make_event(OUTCOME, outcome, id="e2", ts_ms=T0 + 2 * HOUR_MS),
+                decision(3, "d2", 2),
+            ]
+        )
+        _check(p, tmp_path / "out", tmp_path / "full")
+        p.log.append(decision(4, "d0", 0))  # d0 leaves hour 1 for hour 0
+        _check(p, tmp_path / "out", tmp_path / "full")
+        p.log.append(decision(5, "d0", 3))
+        _check(p, tmp_path / "out", tmp_path / "full")
+    assert copies == [0, 1, 2]  # hour 1, now empty, and hour 2

@@ -365,6 +365,7 @@ def stream_hours(tx: Tx, split_of: list[int], out: HourWriter) -> None:
         out.end()
         for hour, version in versions.items():  # hours left with no row to write
             out.start(hour, version)
+        out.end()
         i = j
     out.finish()
 

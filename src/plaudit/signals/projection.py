@@ -638,7 +638,6 @@ class _Batch:
                 self.conflicts,
             )
 
-
     def _add_up(self, changed_o: set[str], changed_v: set[str]) -> None:
         """Bring `signals_totals` and `signals_tally` up to date by what this batch changed."""
         totals = []

@@ -103,6 +103,7 @@ class HourWriter:
     def copy(self, hour: int, version: int) -> None:
         """The hour's lines, as the previous export wrote them."""
         assert self.previous is not None
+        self.end()
         ranges = self.previous.hours[hour][1]
         entry = [hour, version]
         for split in range(3):
