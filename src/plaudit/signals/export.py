@@ -14,9 +14,10 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -131,16 +132,27 @@ class _Outputs:
     def __init__(self, out_root: Path, formats: Sequence[str]) -> None:
         self.out_root = out_root
         self.formats = list(dict.fromkeys(formats))
+        #: Set when the rows were written hour by hour (`plaudit.signals.reuse`).
+        self.by_hour: Any = None
         self.tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-", dir=out_root))
         self.writers: dict[str, list[RowWriter]] = {s: [] for s in SPLITS}
         for split in SPLITS:
             for fmt in self.formats:
                 self.writers[split].append(open_writer(fmt, self.tmp, split))
 
-    def close(self) -> None:
-        for ws in self.writers.values():
-            for w in ws:
-                w.close()
+    def close(self, summary_bytes: bytes) -> None:
+        """Finish every file and write `summary.json` beside them, all fsynced. The files are
+        synced at once, in threads: the disk then commits them together, where one after the
+        other each waits for its own journal commit."""
+        summary_tmp = self.tmp / "summary.json"
+
+        def summary() -> None:
+            with open(summary_tmp, "wb") as f:
+                f.write(summary_bytes)
+                f.flush()
+                os.fsync(f.fileno())
+
+        _together([summary, *(w.close for ws in self.writers.values() for w in ws)])
 
     def final(self, tmp_path: Path) -> Path:
         return self.out_root / tmp_path.name
@@ -155,16 +167,13 @@ class _Outputs:
         }
         return out
 
-    def commit(self, summary_bytes: bytes) -> None:
-        """Move every file into place, `summary.json` last, holding the output directory's
-        lock, so concurrent exports to one directory take turns instead of mixing their files.
-        If a move fails, the files it replaced are put back: what is left is the previous
-        export, whole. (Only a kill in the middle of these renames can leave a mix.)"""
+    def commit(self) -> None:
+        """Move every file (written by `close`) into place, `summary.json` last, holding the
+        output directory's lock, so concurrent exports to one directory take turns instead of
+        mixing their files. If a move fails, the files it replaced are put back: what is left
+        is the previous export, whole. (Only a kill in the middle of these renames can leave a
+        mix.)"""
         summary_tmp = self.tmp / "summary.json"
-        with open(summary_tmp, "wb") as f:
-            f.write(summary_bytes)
-            f.flush()
-            os.fsync(f.fileno())
         moves = [(w.path, self.final(w.path)) for ws in self.writers.values() for w in ws]
         moves.append((summary_tmp, self.out_root / "summary.json"))
         previous = self.tmp / "previous"
@@ -201,6 +210,26 @@ class _Outputs:
                 with contextlib.suppress(Exception):  # best effort while failing anyway
                     w.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _together(calls: Sequence[Callable[[], None]]) -> None:
+    """Run `calls` at once (all but the first in threads); raise the first one's error."""
+    errors: list[BaseException] = []
+
+    def run(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls[1:]]
+    for t in threads:
+        t.start()
+    run(calls[0])
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 @contextlib.contextmanager
@@ -508,12 +537,14 @@ def _export(
                 import json
 
                 summary["outputs"] = outputs.outputs()
-                outputs.close()
-                outputs.commit((json.dumps(summary, indent=2) + "\n").encode())
+                outputs.close((json.dumps(summary, indent=2) + "\n").encode())
+                outputs.commit()
             else:
                 summary["outputs"] = {}
         except BaseException as exc:
             if outputs is not None:
+                if outputs.by_hour is not None:
+                    outputs.by_hour.close()
                 outputs.abort()
             if isinstance(exc, OSError):
                 where = f" ({exc.filename})" if exc.filename else ""
@@ -521,6 +552,10 @@ def _export(
                     "output_dir", f"writing the export failed: {exc.strerror or exc}{where}"
                 ) from None
             raise
+    # Once the read is over: what the files now in place hold, for the next export there.
+    if outputs is not None and outputs.by_hour is not None and outputs.by_hour.opened:
+        assert plaudit is not None
+        outputs.by_hour.save(plaudit)
     return summary
 
 
@@ -545,6 +580,7 @@ def _run(
 ) -> dict[str, Any]:
     # bucket -> split index (0 train, 1 val, 2 test), the reference's rule, as a table
     split_of = [2] * test_pct + [1] * val_pct + [0] * (100 - test_pct - val_pct)
+    by_hour = None
     raw: list[list[RowWriter]] = [[], [], []]
     parsed: list[list[RowWriter]] = [[], [], []]
     if outputs is not None:
@@ -565,9 +601,18 @@ def _run(
         and (outputs is None or all(d is not None for d in direct))
     )
     if stored is not None and defaults:
-        writers = [d for d in direct if d is not None]
-        write = None if outputs is None else lambda split, line: writers[split](line)
-        tallies = stored(split_of, write)
+        many = [ws[0].write_pieces for ws in raw if ws]
+        write = None if outputs is None else lambda split, pieces, n: many[split](pieces, n)
+        if outputs is not None:
+            from plaudit.signals.reuse import HourWriter
+
+            by_hour = outputs.by_hour = HourWriter(
+                [ws[0] for ws in raw],
+                [str(outputs.final(ws[0].path)) for ws in raw],
+                str(outputs.out_root),
+                f"{test_pct}/{val_pct}",
+            )
+        tallies = stored(split_of, write, by_hour)
         if tallies is not None:
             return _summary(
                 source,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -29,12 +29,16 @@ from plaudit.signals.join import (
 from plaudit.signals.projection import (
     BY_OVERRIDE,
     HISTORY,
+    HOUR_MS,
     NOT_OVERRIDDEN,
     SEED,
     encode_history,
 )
 from plaudit.signals.scan import bucket
 from plaudit.store.backend import Tx
+
+if TYPE_CHECKING:
+    from plaudit.signals.reuse import HourWriter
 
 MAX_SAMPLES = 20
 _encode = msgspec.json.Encoder().encode
@@ -62,6 +66,20 @@ def cutoff(now_ms: int, max_age_hours: int) -> int:
     return max(1, now_ms - max(1, max_age_hours) * 3600 * 1000)
 
 
+def whole_log_totals(tx: Tx, start: int) -> dict[str, tuple[int, ...]] | None:
+    """The three tables' counts as `read` sums them, from `signals_totals`, when the window
+    holds every event the tables folded (None otherwise: then they are summed per window)."""
+    rows = tx.fetchall("SELECT name, ids, n, identical, conflicting, min_ts FROM signals_totals")
+    if any(row[5] < start for row in rows):
+        return None
+    found = {f"signals_{row[0]}": tuple(int(v) for v in row[1:5]) for row in rows}
+    return {
+        table: (ids, n, n, same, differ)
+        for table in _TABLES
+        for ids, n, same, differ in [found.get(table, (0, 0, 0, 0))]
+    }
+
+
 def straddles(tx: Tx, start: int) -> bool:
     """Whether some id has events both before and inside the window: its windowed state (the
     last event inside, the repeat counts) is then not what the projection folded."""
@@ -74,11 +92,11 @@ def straddles(tx: Tx, start: int) -> bool:
 def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
     """Counts and a row reader for the window, or None when the window splits an id's events."""
     start = cutoff(now_ms, max_age_hours)
-    if straddles(tx, start):
-        return None
     c = Counts()
-    totals: dict[str, tuple[int, ...]] = {}
-    for table in _TABLES:
+    totals = whole_log_totals(tx, start)
+    if totals is None and straddles(tx, start):
+        return None
+    for table in () if totals is not None else _TABLES:
         row = tx.fetchone(
             "SELECT COALESCE(SUM(CASE WHEN max_ts >= ? THEN 1 ELSE 0 END), 0),"
             " COALESCE(SUM(CASE WHEN max_ts >= ? THEN n ELSE 0 END), 0),"
@@ -93,7 +111,9 @@ def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
             (start,) * (4 if table != "signals_overrides" else 2),
         )
         assert row is not None
+        totals = totals or {}
         totals[table] = tuple(int(v) for v in row)
+    assert totals is not None
     ids, n_in, n_all, same, differ = totals["signals_decisions"]
     c.decisions, c.duplicate_decision_ids = ids, n_in - ids
     c.identical_repeats, c.conflicting_decision_ids = same, differ
@@ -148,10 +168,16 @@ def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
     def rows(**options: Any) -> Iterator[Row]:
         return _rows(tx, c, start, windowed=old > 0, **options)
 
-    def stored(split_of: list[int], write: Callable[[int, bytes], None] | None) -> Tallies | None:
+    def stored(
+        split_of: list[int],
+        write: Callable[[int, list[bytes], int], None] | None,
+        by_hour: HourWriter | None = None,
+    ) -> Tallies | None:
         if not whole_rows_fit(tx, start, old > 0):
             return None
-        return stream_stored(tx, c, start, windowed=old > 0, split_of=split_of, write=write)
+        return stream_stored(
+            tx, c, start, windowed=old > 0, split_of=split_of, write=write, by_hour=by_hour
+        )
 
     out.rows = rows
     out.stored = stored
@@ -160,11 +186,11 @@ def read(tx: Tx, *, now_ms: int, max_age_hours: int) -> FromProjection | None:
 
 _ROW_COLUMNS = (
     "d.decision_id, d.ts_ms, d.session_id, d.chosen_task, d.outcome, d.bucket, d.digest,"
-    " d.overridden, d.tail, d.line, d.hist_min_ts"
+    " d.overridden, d.tail, d.rest, d.hist_min_ts, d.head"
 )
 #: What a row is rebuilt from when its default line does not fit the export's options.
 _PART_COLUMNS = (
-    ", d.head, d.history, d.propensity, d.cut, o.task_executed, o.outcome, o.ttr,"
+    ", d.history, d.propensity, d.cut, o.task_executed, o.outcome, o.ttr,"
     " o.error_kind, o.manual_override_task, o.max_ts, v.max_ts"
 )
 _FROM = (
@@ -225,7 +251,7 @@ def _rows(
             if row[8] is None:  # no chosen task
                 no_task += 1
                 continue
-            did, ts, session, chosen, outcome, b, digest, how, tail, line, oldest = row[:11]
+            did, ts, session, chosen, outcome, b, digest, how, tail, rest, oldest = row[:11]
             stale_override = windowed and how == BY_OVERRIDE and (row[21] or 0) < start
             if stale_override:
                 # The override that filled `manual_override_task` is older than the window.
@@ -247,7 +273,7 @@ def _rows(
                 continue
             trimmed = windowed and oldest is not None and oldest < start
             if defaults and not stale_override and not trimmed:
-                yield did, session, chosen, outcome, b, line
+                yield did, session, chosen, outcome, b, row[11] + rest
                 continue
             if k == 0:
                 history: Any = b"[]"
@@ -282,8 +308,9 @@ def _histories(tx: Tx, start: int, k: int) -> dict[str, bytes]:
     current: str | None = None
 
     def flush() -> None:
+        encoded: list[bytes | None] = [None] * len(timeline)
         for i, entry in enumerate(timeline):
-            out[entry[0]] = encode_history(timeline, i, k)[0]
+            out[entry[0]] = encode_history(timeline, i, k, encoded)[0]
 
     for did, chosen, ts, session in tx.iterate(
         "SELECT decision_id, chosen_task, ts_ms, session_id FROM signals_decisions"
@@ -297,6 +324,57 @@ def _histories(tx: Tx, start: int, k: int) -> dict[str, bytes]:
         timeline.append((did, chosen, ts))
     flush()
     return out
+
+
+_HOUR_ROWS = (
+    "SELECT d.ts_ms, d.bucket, d.head, d.rest FROM signals_decisions d"
+    " WHERE d.dup = 0 AND d.ts_ms >= ? AND d.ts_ms < ? ORDER BY d.ts_ms, d.first_seq"
+)
+
+
+def stream_hours(tx: Tx, split_of: list[int], out: HourWriter) -> None:
+    """Every row in export order, an hour at a time: hours the previous export into the same
+    directory holds unchanged are copied from its files, runs of the others are read here."""
+    out.open(tx)
+    hours = tx.fetchall("SELECT hour, version FROM signals_hours ORDER BY hour")
+    i = 0
+    while i < len(hours):
+        if out.reusable(*hours[i]):
+            out.copy(*hours[i])
+            i += 1
+            continue
+        j = i + 1
+        while j < len(hours) and not out.reusable(*hours[j]):
+            j += 1
+        versions = dict(hours[i:j])
+        current = None
+        for chunk in tx.chunks(
+            _HOUR_ROWS, (hours[i][0] * HOUR_MS, (hours[j - 1][0] + 1) * HOUR_MS)
+        ):
+            lines: list[list[bytes]] = [[], [], []]
+            for ts, b, head, rest in chunk:
+                hour = ts // HOUR_MS
+                if hour != current:
+                    _flush(out, lines)
+                    out.start(hour, versions.pop(hour, None))
+                    current = hour
+                some = lines[split_of[b]]
+                some.append(head)
+                some.append(rest)
+            _flush(out, lines)
+        out.end()
+        for hour, version in versions.items():  # hours left with no row to write
+            out.start(hour, version)
+        out.end()
+        i = j
+    out.finish()
+
+
+def _flush(out: HourWriter, lines: list[list[bytes]]) -> None:
+    for split, some in enumerate(lines):
+        if some:
+            out.add(split, some, len(some) // 2)
+            lines[split] = []
 
 
 class Tallies:
@@ -335,11 +413,13 @@ def stream_stored(
     *,
     windowed: bool,
     split_of: list[int],
-    write: Callable[[int, bytes], None] | None,
+    write: Callable[[int, list[bytes], int], None] | None,
+    by_hour: HourWriter | None = None,
 ) -> Tallies:
     """The export with default options, done by the database: counts by aggregate queries,
-    and each row's stored line handed to `write(split, line)` in export order. Duplicates
-    are the rows the projection flagged (`dup`)."""
+    and each row's stored line (`head` and `rest`, one after the other) handed to
+    `write(split, pieces, rows)` in export order, a chunk of rows per split at a time.
+    Duplicates are the rows the projection flagged (`dup`)."""
     if windowed:
         source = (
             " FROM signals_decisions d JOIN signals_outcomes o ON o.decision_id = d.decision_id"
@@ -349,21 +429,36 @@ def stream_stored(
     else:
         source = " FROM signals_decisions d WHERE d.outcome IS NOT NULL"
         params = ()
-    seen_rows, no_task, dropped = tx.fetchone(
-        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN d.dup IS NULL THEN 1 ELSE 0 END), 0),"
-        f" COALESCE(SUM(CASE WHEN d.dup = 1 THEN 1 ELSE 0 END), 0){source}",
-        params,
-    ) or (0, 0, 0)
     test = split_of.count(2)
     val = split_of.count(1)
     split_sql = f"CASE WHEN d.bucket < {test} THEN 2 WHEN d.bucket < {test + val} THEN 1 ELSE 0 END"
+    if windowed:
+        seen_rows, no_task, dropped = tx.fetchone(
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN d.dup IS NULL THEN 1 ELSE 0 END), 0),"
+            f" COALESCE(SUM(CASE WHEN d.dup = 1 THEN 1 ELSE 0 END), 0){source}",
+            params,
+        ) or (0, 0, 0)
+        groups = tx.fetchall(
+            f"SELECT d.outcome, d.chosen_task, {split_sql}, d.overridden, COUNT(*){source}"
+            f" AND d.dup = 0 GROUP BY d.outcome, d.chosen_task, {split_sql}, d.overridden",
+            params,
+        )
+    else:  # every row counts: the projection keeps these tallies
+        seen_rows = no_task = dropped = 0
+        groups = []
+        for outcome, task, b, how, dup, n in tx.fetchall(
+            "SELECT outcome, chosen_task, bucket, overridden, dup, n FROM signals_tally"
+        ):
+            seen_rows += n
+            if dup == 0:
+                groups.append((outcome, task, split_of[b], how, n))
+            elif dup == 1:
+                dropped += n
+            else:
+                no_task += n
     t = Tallies()
     overridden = 0
-    for outcome, task, split, how, n in tx.fetchall(
-        f"SELECT d.outcome, d.chosen_task, {split_sql}, d.overridden, COUNT(*){source}"
-        f" AND d.dup = 0 GROUP BY d.outcome, d.chosen_task, {split_sql}, d.overridden",
-        params,
-    ):
+    for outcome, task, split, how, n in groups:
         key = outcome or "unknown"
         t.outcomes[key] = t.outcomes.get(key, 0) + n
         key = task or "unknown"
@@ -378,13 +473,21 @@ def stream_stored(
         params,
     ) or (0, 0)
     t.sessions, t.leaking = int(sessions), int(leaking)
-    if write is not None:
+    if by_hour is not None and not windowed:
+        stream_hours(tx, split_of, by_hour)
+    elif write is not None:
         for chunk in tx.chunks(
-            f"SELECT d.bucket, d.line{source} AND d.dup = 0 ORDER BY d.ts_ms, d.first_seq",
+            f"SELECT d.bucket, d.head, d.rest{source} AND d.dup = 0 ORDER BY d.ts_ms, d.first_seq",
             params,
         ):
-            for b, line in chunk:
-                write(split_of[b], line)
+            lines: list[list[bytes]] = [[], [], []]
+            for b, head, rest in chunk:
+                some = lines[split_of[b]]
+                some.append(head)  # a line is its head and its rest: not joined (copied) here
+                some.append(rest)
+            for split, some in enumerate(lines):
+                if some:
+                    write(split, some, len(some) // 2)
     c.missing_outcome = c.decisions - int(seen_rows)
     c.skipped_no_chosen_task += int(no_task)
     c.dropped_duplicate_rows = int(dropped)

@@ -1,10 +1,17 @@
 """The `signals` projection: router decisions, outcomes and overrides joined as they arrive.
 
 Each decision id has one row in `signals_decisions`, holding what the export writes for it:
-the row's first half as JSON (up to `confidence`), its split bucket, its `event_history` for
-the default history size, and, once it has an outcome, the outcome's part of the row and its
-`dedupe_id` digest. The log appends call `apply` in their own transaction, so an export reads
-finished rows and pays for the rows it writes, not for the log's history.
+the row's first half as JSON (`head`, up to `confidence`), its split bucket, its
+`event_history` for the default history size, and, once it has an outcome, the outcome's part
+of the row (`tail`), its `dedupe_id` digest and the rest of its line for the export's default
+options (`rest`: a default export writes `head + rest` for every row). The log appends call
+`apply` in their own transaction, so an export reads finished rows and pays for the rows it
+writes, not for the log's history.
+
+`apply` works a batch at a time: it reads each table once for every id the batch touches,
+one query per session chunk for the timelines whose history moves, and one for the digests
+whose duplicate flags may change; it then writes each changed row once. A batch of a
+thousand new decisions therefore costs a few queries, not a few per decision.
 
 What the export's options change is kept apart so the export can still derive it cheaply:
 
@@ -32,18 +39,19 @@ import msgspec
 from plaudit.events import StoredEvent
 from plaudit.signals.contract import DECISION, OUTCOME, OVERRIDE, PREFIX
 from plaudit.signals.join import (
-    END_FORMAT,
     REWARDS,
     encode_tail,
     history_entry,
     row_digest,
     t_minus_prefix,
 )
-from plaudit.signals.scan import Scanner
+from plaudit.signals.scan import Scanner, _s
 from plaudit.store.backend import Tx
 
 NAME = "signals"
-VERSION = 1
+#: 2: the default line kept as `rest` after `head` (not whole), batch-wise apply; the
+#: export verifies through the log's own checkpoints (the `signals_checkpoint` mark is gone).
+VERSION = 2
 #: History stored with each decision: the export's default `--history-size`.
 HISTORY = 3
 #: Buckets stored with each decision are for the export's default seed.
@@ -54,8 +62,22 @@ TABLES = (
     "signals_overrides",
     "signals_other",
     "signals_conflicts",
+    "signals_totals",
+    "signals_tally",
 )
+#: What an export may reuse, not state: `signals_hours` counts the changes to each hour's rows
+#: (how many depends on how appends were batched, so a rebuild gives other numbers), and
+#: `signals_exports` records which hours an export's files hold (`plaudit.signals.reuse`).
+#: Dropped with the state tables, so a rebuilt projection starts with no reuse at all.
+CACHE_TABLES = ("signals_hours", "signals_exports")
+#: Tables of earlier versions that nothing reads any more, dropped when the tables are made.
+RETIRED = ("signals_checkpoint",)
+#: The stretch of export order `signals_hours` tracks: rows are in timestamp order, so an
+#: hour's rows are one run of lines in each split's file.
+HOUR_MS = 3_600_000
 _ID_CHUNK = 500
+#: Sessions whose timelines one query reads (two compound terms each).
+_SESSION_CHUNK = 50
 _NEVER_OLD = 1 << 62
 
 _DDL = (
@@ -81,7 +103,7 @@ _DDL = (
         tail {blob},
         digest {blob},
         overridden INTEGER,
-        line {blob},
+        rest {blob},
         dup INTEGER
     )""",
     "CREATE INDEX IF NOT EXISTS signals_decisions_digest ON signals_decisions (digest)",
@@ -133,20 +155,54 @@ _DDL = (
         ts_ms {bigint} NOT NULL,
         what TEXT NOT NULL
     )""",
+    # Sums over each of the three tables above (`name`: decisions, outcomes, overrides): what
+    # an export whose window holds every event counts, without reading the tables.
+    """CREATE TABLE IF NOT EXISTS signals_totals (
+        name TEXT PRIMARY KEY,
+        ids {bigint} NOT NULL,
+        n {bigint} NOT NULL,
+        identical {bigint} NOT NULL,
+        conflicting {bigint} NOT NULL,
+        min_ts {bigint} NOT NULL
+    )""",
+    # Decisions with an outcome, counted by what the summary tallies: `overridden` -1 and
+    # `dup` -1 for rows without a chosen task (their NULLs), `dup` 1 for dropped duplicates.
+    """CREATE TABLE IF NOT EXISTS signals_tally (
+        outcome TEXT NOT NULL,
+        chosen_task TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        overridden INTEGER NOT NULL,
+        dup INTEGER NOT NULL,
+        n {bigint} NOT NULL,
+        PRIMARY KEY (outcome, chosen_task, bucket, overridden, dup)
+    )""",
+    """CREATE TABLE IF NOT EXISTS signals_hours (
+        hour {bigint} PRIMARY KEY,
+        version {bigint} NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS signals_exports (
+        output_dir TEXT PRIMARY KEY,
+        splits TEXT NOT NULL,
+        files TEXT NOT NULL,
+        hours {blob} NOT NULL
+    )""",
 )
 
-_DECISION_COLS = (
-    "decision_id, first_seq, seq, ts_ms, min_ts, max_ts, n, identical, conflicting,"
-    " session_id, chosen_task, head, cut, propensity, bucket"
-)
+#: `signals_decisions`' columns, in the order rows are held in memory (the indices below).
+DECISION_COLUMNS = (
+    "decision_id", "first_seq", "seq", "ts_ms", "min_ts", "max_ts", "n", "identical",
+    "conflicting", "session_id", "chosen_task", "head", "cut", "propensity", "bucket",
+    "history", "hist_min_ts", "outcome", "tail", "digest", "overridden", "rest", "dup",
+)  # fmt: skip
+(ID, FIRST, SEQ, TS, MIN_TS, MAX_TS, N, SAME, DIFF, SESSION, CHOSEN, HEAD, CUT, PROPENSITY,
+ BUCKET, HIST, HIST_MIN, OUTCOME_, TAIL, DIGEST, HOW, REST, DUP) = range(23)  # fmt: skip
+assert len(DECISION_COLUMNS) == 23
+_BLOBS = (HEAD, HIST, TAIL, DIGEST, REST)
+_COLS = ", ".join(DECISION_COLUMNS)
 _UPSERT_DECISION = (
-    f"INSERT INTO signals_decisions ({_DECISION_COLS}, history)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (decision_id) DO UPDATE SET seq = excluded.seq, ts_ms = excluded.ts_ms,"
-    " min_ts = excluded.min_ts, max_ts = excluded.max_ts, n = excluded.n,"
-    " identical = excluded.identical, conflicting = excluded.conflicting,"
-    " session_id = excluded.session_id, chosen_task = excluded.chosen_task,"
-    " head = excluded.head, cut = excluded.cut, propensity = excluded.propensity"
+    f"INSERT INTO signals_decisions ({_COLS}) VALUES ({', '.join('?' * len(DECISION_COLUMNS))})"
+    " ON CONFLICT (decision_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in DECISION_COLUMNS[1:])
 )
 _OUTCOME_COLS = (
     "decision_id, seq, min_ts, max_ts, n, identical, conflicting, task_executed, outcome, ttr,"
@@ -160,12 +216,44 @@ _UPSERT_OUTCOME = (
     " outcome = excluded.outcome, ttr = excluded.ttr, error_kind = excluded.error_kind,"
     " manual_override_task = excluded.manual_override_task"
 )
+_OVERRIDE_COLS = "decision_id, seq, min_ts, max_ts, n, override_task"
 _UPSERT_OVERRIDE = (
-    "INSERT INTO signals_overrides (decision_id, seq, min_ts, max_ts, n, override_task)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (decision_id) DO UPDATE SET seq = excluded.seq,"
+    f"INSERT INTO signals_overrides ({_OVERRIDE_COLS}) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (decision_id) DO UPDATE SET seq = excluded.seq,"
     " min_ts = excluded.min_ts, max_ts = excluded.max_ts, n = excluded.n,"
     " override_task = excluded.override_task"
 )
+_ADD_TOTALS = (
+    "INSERT INTO signals_totals (name, ids, n, identical, conflicting, min_ts)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+    " ids = signals_totals.ids + excluded.ids, n = signals_totals.n + excluded.n,"
+    " identical = signals_totals.identical + excluded.identical,"
+    " conflicting = signals_totals.conflicting + excluded.conflicting,"
+    " min_ts = CASE WHEN excluded.min_ts < signals_totals.min_ts THEN excluded.min_ts"
+    " ELSE signals_totals.min_ts END"
+)
+_TALLY_KEY = "outcome, chosen_task, bucket, overridden, dup"
+_ADD_TALLY = (
+    f"INSERT INTO signals_tally ({_TALLY_KEY}, n) VALUES (?, ?, ?, ?, ?, ?)"
+    f" ON CONFLICT ({_TALLY_KEY}) DO UPDATE SET n = signals_tally.n + excluded.n"
+)
+_EMPTY_TALLY = (
+    "DELETE FROM signals_tally WHERE outcome = ? AND chosen_task = ? AND bucket = ?"
+    " AND overridden = ? AND dup = ? AND n = 0"
+)
+#: One session's timeline around a change at (ts, first seq): the HISTORY entries before it
+#: (part 0) and every entry from it on (part 1).
+_TIMELINE = "session_id, decision_id, chosen_task, ts_ms, first_seq, history, hist_min_ts"
+_BEFORE = (
+    "SELECT * FROM (SELECT 0 AS part, " + _TIMELINE + " FROM signals_decisions"
+    " WHERE session_id = ? AND (ts_ms < ? OR (ts_ms = ? AND first_seq < ?))"
+    f" ORDER BY ts_ms DESC, first_seq DESC LIMIT {HISTORY}) b{{}}"
+)
+_AFTER = (
+    "SELECT 1, " + _TIMELINE + " FROM signals_decisions"
+    " WHERE session_id = ? AND (ts_ms > ? OR (ts_ms = ? AND first_seq >= ?))"
+)
+EMPTY_HISTORY = b"[]"
 
 _encode = msgspec.json.Encoder().encode
 
@@ -193,13 +281,21 @@ class _Tracked(Scanner):
         self.ts_of: dict[int, int] = {}
 
     def _track(self, name: str, records: list[Any], make: Any, meta: list[Any], got: list[Any]):
+        # The scanner skips events whose decision id reads as empty (`_s`, its own rule);
+        # those are set aside here first, so each record's event is known.
+        kept_meta, kept = [], []
         for m, d in zip(meta, got, strict=True):
-            before = len(records)
-            make([m], [d])
-            if len(records) > before:
-                self.made[name].append((m[0], m[2]))
+            did = d.decision_id
+            if did if type(did) is str else _s(did):
+                kept_meta.append(m)
+                kept.append(d)
             else:
                 self.missing.append((m[2], m[0], "no_id", ""))
+        before = len(records)
+        make(kept_meta, kept)
+        if len(records) - before != len(kept):
+            raise AssertionError("the scanner skipped an event the projection kept")
+        self.made[name].extend((m[0], m[2]) for m in kept_meta)
 
     def _decisions(self, meta: list[Any], decoded: list[Any]) -> None:
         self._track(DECISION, self.out.decisions, super()._decisions, meta, decoded)
@@ -214,24 +310,40 @@ class _Tracked(Scanner):
         self.missing.append((line_no, self.ts_of.get(line_no, 0), "error", reason))
 
 
-def _fetch(tx: Tx, table: str, cols: str, ids: Iterable[str]) -> dict[str, list[Any]]:
-    found: dict[str, list[Any]] = {}
+def _in_chunks(tx: Tx, sql: str, ids: Iterable[Any]) -> list[tuple[Any, ...]]:
+    """`sql` ending in `IN ({})`, run for every chunk of `ids`; all rows found."""
     wanted = list(ids)
+    found: list[tuple[Any, ...]] = []
     for i in range(0, len(wanted), _ID_CHUNK):
         chunk = wanted[i : i + _ID_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for row in tx.fetchall(f"SELECT {cols} FROM {table} WHERE decision_id IN ({marks})", chunk):
-            found[row[0]] = list(row)
+        found.extend(tx.fetchall(sql.format(",".join("?" * len(chunk))), chunk))
     return found
+
+
+def _by_id(tx: Tx, table: str, cols: str, ids: Iterable[str]) -> dict[str, list[Any]]:
+    sql = f"SELECT {cols} FROM {table} WHERE decision_id IN ({{}})"
+    return {row[0]: list(row) for row in _in_chunks(tx, sql, ids)}
+
+
+def decision_rows(tx: Tx, ids: Iterable[str]) -> dict[str, list[Any]]:
+    """Whole `signals_decisions` rows of `ids`, blobs as bytes."""
+    rows = _by_id(tx, "signals_decisions", _COLS, ids)
+    for row in rows.values():
+        for i in _BLOBS:
+            if row[i] is not None and type(row[i]) is not bytes:
+                row[i] = bytes(row[i])
+    return rows
 
 
 class SignalsProjection:
     name = NAME
     version = VERSION
     prefixes = (PREFIX,)
-    tables = TABLES
+    tables = TABLES + CACHE_TABLES
 
     def create(self, tx: Tx) -> None:
+        for table in RETIRED:
+            tx.execute(f"DROP TABLE IF EXISTS {table}")
         for sql in _DDL:
             tx.execute(tx.ddl(sql))
 
@@ -254,46 +366,67 @@ class SignalsProjection:
                 " ON CONFLICT (seq) DO NOTHING",
                 other,
             )
-        conflicts: list[tuple[int, int, str]] = []
-        touched: dict[str, tuple[int, int]] = {}
-        changed = self._decisions(tx, scan, scanner.made[DECISION], touched, conflicts)
-        changed |= self._outcomes(tx, scan.outcomes, scanner.made[OUTCOME], conflicts)
-        changed |= self._overrides(tx, scan.overrides, scanner.made[OVERRIDE])
-        if conflicts:
-            tx.executemany(
-                "INSERT INTO signals_conflicts (seq, ts_ms, what) VALUES (?, ?, ?)"
-                " ON CONFLICT (seq) DO NOTHING",
-                conflicts,
-            )
-        moved: set[str] = set()
-        for session, key in touched.items():
-            if session:
-                moved |= _rebuild_history(tx, session, key)
-        if "" in touched:  # decisions without a session have no history, as in the reference
-            moved |= _clear_history(tx, changed)
-        _rebuild_rows(tx, changed, moved)
+        ids = {text(r[0]) for r in scan.decisions}
+        ids.update(text(r[0]) for r in scan.outcomes)
+        ids.update(text(r[0]) for r in scan.overrides)
+        if ids:
+            _Batch(tx, ids).apply(scan, scanner.made)
+
+
+class _Batch:
+    """One `apply`: the stored state of the ids a batch touches, folded and written back."""
+
+    def __init__(self, tx: Tx, ids: set[str]) -> None:
+        self.tx = tx
+        self.known = decision_rows(tx, ids)  # as stored before this batch
+        self.outcomes = _by_id(tx, "signals_outcomes", _OUTCOME_COLS, ids)
+        self.overrides = _by_id(tx, "signals_overrides", _OVERRIDE_COLS, ids)
+        self.outcomes_before = dict(self.outcomes)  # folding replaces entries, never edits
+        self.overrides_before = dict(self.overrides)
+        #: Tally keys, as stored, of rows read for being shifted (`_histories`).
+        self.shifted_keys: dict[str, tuple[Any, ...] | None] = {}
+        #: (old key, new key) of rows whose duplicate flag alone changed (`_duplicates`).
+        self.flag_keys: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        #: Hours whose rows this batch changes (their lines, or which lines there are).
+        self.hours: set[int] = set()
+        self.work: dict[str, list[Any]] = {}  # decision rows to write, as they will be
+        self.rejoin: set[str] = set()  # rows whose joined part must be recomputed
+        self.folded: set[str] = set()  # ids whose decision this batch folded
+        self.touched: dict[str, tuple[int, int]] = {}  # session -> first changed position
+        self.conflicts: list[tuple[int, int, str]] = []
+
+    def apply(self, scan: Any, made: dict[str, list[tuple[int, int]]]) -> None:
+        self._decisions(scan, made[DECISION])
+        changed_o = self._outcomes(scan.outcomes, made[OUTCOME])
+        changed_v = self._overrides(scan.overrides, made[OVERRIDE])
+        for did in changed_o | changed_v:
+            if did not in self.work and did in self.known:
+                self.work[did] = list(self.known[did])
+            if did in self.work:
+                self.rejoin.add(did)
+        self._histories()
+        old_digests = {self.known[d][DIGEST] for d in self.rejoin if d in self.known}
+        for did in self.rejoin:
+            self._join(self.work[did])
+        for row in self.work.values():
+            if row[TAIL] is not None:
+                row[REST] = default_rest(
+                    row[TAIL], row[HIST], row[OUTCOME_], row[DIGEST], row[PROPENSITY]
+                )
+        others = self._duplicates(old_digests)
+        self._write(changed_o, changed_v, others)
 
     # -- folding records ----------------------------------------------------------------
-    @staticmethod
-    def _decisions(
-        tx: Tx,
-        scan: Any,
-        made: list[tuple[int, int]],
-        touched: dict[str, tuple[int, int]],
-        conflicts: list[tuple[int, int, str]],
-    ) -> set[str]:
+    def _touch(self, session: str, key: tuple[int, int]) -> None:
+        old = self.touched.get(session)
+        if old is None or key < old:
+            self.touched[session] = key
+
+    def _decisions(self, scan: Any, made: list[tuple[int, int]]) -> None:
         if not scan.decisions:
-            return set()
+            return
         heads = bytes(scan.heads)
-        state = _fetch(
-            tx, "signals_decisions", _DECISION_COLS, {text(r[0]) for r in scan.decisions}
-        )
-
-        def touch(session: str, key: tuple[int, int]) -> None:
-            old = touched.get(session)
-            if old is None or key < old:
-                touched[session] = key
-
+        work, known = self.work, self.known
         for rec, (ts, seq) in zip(scan.decisions, made, strict=True):
             did, _, session, chosen, start, cut, end, propensity, b = rec
             did, session, chosen = text(did), text(session), text(chosen)
@@ -301,64 +434,50 @@ class SignalsProjection:
             cut -= start
             if propensity is not None:
                 propensity = _encode(propensity).decode()
-            prev = state.get(did)
+            prev = work.get(did) or known.get(did)
             if prev is None:
-                state[did] = [did, seq, seq, ts, ts, ts, 1, 0, 0, session, chosen, head, cut,
-                              propensity, b]  # fmt: skip
-                touch(session, (ts, seq))
-                continue
-            same = _value(prev[13]) == _value(propensity) and (
-                bytes(prev[11])[prev[12] + 1 :] == head[cut + 1 :]
-            )
-            touch(prev[9], (prev[3], prev[1]))
-            touch(session, (ts, prev[1]))
-            if not same:
-                conflicts.append((seq, ts, f"decision {did}"))
-            state[did] = [did, prev[1], seq, ts, min(prev[4], ts), max(prev[5], ts), prev[6] + 1,
-                          prev[7] + same, prev[8] + (not same), session, chosen, head, cut,
-                          propensity, b]  # fmt: skip
-        blob = tx.blob
-        tx.executemany(
-            _UPSERT_DECISION,
-            [(*r[:11], blob(bytes(r[11])), *r[12:], blob(b"[]")) for r in state.values()],
-        )
-        return set(state)
+                row = [did, seq, seq, ts, ts, ts, 1, 0, 0, session, chosen, head, cut,
+                       propensity, b, EMPTY_HISTORY, None, None, None, None, None, None,
+                       None]  # fmt: skip
+                self._touch(session, (ts, seq))
+            else:
+                same = _value(prev[PROPENSITY]) == _value(propensity) and (
+                    prev[HEAD][prev[CUT] + 1 :] == head[cut + 1 :]
+                )
+                self._touch(prev[SESSION], (prev[TS], prev[FIRST]))
+                self._touch(session, (ts, prev[FIRST]))
+                if not same:
+                    self.conflicts.append((seq, ts, f"decision {did}"))
+                row = [did, prev[FIRST], seq, ts, min(prev[MIN_TS], ts), max(prev[MAX_TS], ts),
+                       prev[N] + 1, prev[SAME] + same, prev[DIFF] + (not same), session,
+                       chosen, head, cut, propensity, b, *prev[HIST:]]  # fmt: skip
+            if not session:  # decisions without a session have no history, as in the reference
+                row[HIST], row[HIST_MIN] = EMPTY_HISTORY, None
+            work[did] = row
+            self.rejoin.add(did)
+            self.folded.add(did)
 
-    @staticmethod
-    def _outcomes(
-        tx: Tx,
-        records: list[Any],
-        made: list[tuple[int, int]],
-        conflicts: list[tuple[int, int, str]],
-    ) -> set[str]:
-        if not records:
-            return set()
-        state = _fetch(tx, "signals_outcomes", _OUTCOME_COLS, {text(r[0]) for r in records})
+    def _outcomes(self, records: list[Any], made: list[tuple[int, int]]) -> set[str]:
+        state = self.outcomes
+        changed = set()
         for rec, (ts, seq) in zip(records, made, strict=True):
             did = text(rec[0])
             value = [text(rec[1]), text(rec[2]), rec[3], text(rec[4]), text(rec[5])]
             prev = state.get(did)
             if prev is None:
                 state[did] = [did, seq, ts, ts, 1, 0, 0, *value]
-                continue
-            same = prev[7:] == value
-            if not same:
-                conflicts.append((seq, ts, f"outcome {did}"))
-            state[did] = [did, seq, min(prev[2], ts), max(prev[3], ts), prev[4] + 1,
-                          prev[5] + same, prev[6] + (not same), *value]  # fmt: skip
-        tx.executemany(_UPSERT_OUTCOME, list(state.values()))
-        return set(state)
+            else:
+                same = prev[7:] == value
+                if not same:
+                    self.conflicts.append((seq, ts, f"outcome {did}"))
+                state[did] = [did, seq, min(prev[2], ts), max(prev[3], ts), prev[4] + 1,
+                              prev[5] + same, prev[6] + (not same), *value]  # fmt: skip
+            changed.add(did)
+        return changed
 
-    @staticmethod
-    def _overrides(tx: Tx, records: list[Any], made: list[tuple[int, int]]) -> set[str]:
-        if not records:
-            return set()
-        state = _fetch(
-            tx,
-            "signals_overrides",
-            "decision_id, seq, min_ts, max_ts, n, override_task",
-            {text(r[0]) for r in records},
-        )
+    def _overrides(self, records: list[Any], made: list[tuple[int, int]]) -> set[str]:
+        state = self.overrides
+        changed = set()
         for (did, task), (ts, seq) in zip(records, made, strict=True):
             did = text(did)
             prev = state.get(did)
@@ -366,88 +485,257 @@ class SignalsProjection:
                 state[did] = [did, seq, ts, ts, 1, text(task)]
             else:
                 state[did] = [did, seq, min(prev[2], ts), max(prev[3], ts), prev[4] + 1, text(task)]
-        tx.executemany(_UPSERT_OVERRIDE, list(state.values()))
-        return set(state)
+            changed.add(did)
+        return changed
+
+    # -- derived columns ----------------------------------------------------------------
+    def _histories(self) -> None:
+        """Recompute the history of every decision at or after a changed position in its
+        session's timeline: new and moved decisions, and those an insertion or a move shifted
+        (they are read from the store and written too)."""
+        sessions = [(s, key) for s, key in self.touched.items() if s]
+        if not sessions:
+            return
+        work = self.work
+        in_session: dict[str, list[tuple[Any, ...]]] = {}
+        for r in work.values():
+            in_session.setdefault(r[SESSION], []).append((r[ID], r[CHOSEN], r[TS], r[FIRST]))
+        moved: dict[str, tuple[bytes, Any]] = {}
+        for i in range(0, len(sessions), _SESSION_CHUNK):
+            chunk = sessions[i : i + _SESSION_CHUNK]
+            before: dict[str, list[tuple[Any, ...]]] = {s: [] for s, _ in chunk}
+            after: dict[str, list[tuple[Any, ...]]] = {s: [] for s, _ in chunk}
+            for row in self._timelines(chunk):
+                part, session, did = row[0], row[1], row[2]
+                if part == 0:
+                    before[session].append(row[2:])
+                elif did not in work:  # a row being written is taken as it will be
+                    after[session].append(row[2:])
+            for session, key in chunk:
+                fresh = [e for e in in_session.get(session, ()) if (e[2], e[3]) >= key]
+                head = sorted(before[session], key=_position)
+                rest = sorted([*after[session], *fresh], key=_position)
+                timeline = [*head, *rest]
+                encoded: list[bytes | None] = [None] * len(timeline)
+                for j in range(len(head), len(timeline)):
+                    entry = timeline[j]
+                    history, oldest = encode_history(timeline, j, HISTORY, encoded)
+                    row = work.get(entry[0])
+                    if row is not None and len(entry) == 4:
+                        row[HIST], row[HIST_MIN] = history, oldest
+                    elif bytes(entry[4]) != history or entry[5] != oldest:
+                        moved[entry[0]] = (history, oldest)
+        if moved:
+            for did, row in decision_rows(self.tx, moved).items():
+                self.shifted_keys[did] = tally_key(row)
+                row[HIST], row[HIST_MIN] = moved[did]
+                work[did] = row
+
+    def _timelines(self, chunk: list[tuple[str, tuple[int, int]]]) -> list[tuple[Any, ...]]:
+        terms: list[str] = []
+        params: list[Any] = []
+        for n, (session, (ts, first)) in enumerate(chunk):
+            terms += (_BEFORE.format(n), _AFTER)
+            params += (session, ts, ts, first) * 2
+        return self.tx.fetchall(" UNION ALL ".join(terms), params)
+
+    def _join(self, row: list[Any]) -> None:
+        """The outcome's part of a decision's row: tail, digest and where its override came
+        from (none without an outcome; only the outcome without a chosen task)."""
+        did = row[ID]
+        outcome = self.outcomes.get(did)
+        row[TAIL] = row[DIGEST] = row[HOW] = row[REST] = row[DUP] = None
+        if outcome is None:  # no outcome yet
+            row[OUTCOME_] = None
+            return
+        row[OUTCOME_] = outcome[8]
+        chosen = row[CHOSEN]
+        if not chosen:  # the reference skips rows without a chosen task
+            return
+        override = self.overrides.get(did)
+        tail, how = joined_tail(chosen, outcome[7:12], override[5] if override else None)
+        row[TAIL], row[HOW] = tail, how
+        row[DIGEST] = row_digest(row[HEAD][row[CUT] + 1 :], tail, row[TS])
+
+    def _duplicates(self, old_digests: set[bytes | None]) -> list[tuple[int, str]]:
+        """Flag the rows that repeat an earlier row's digest (`dup`) in every digest group a
+        changed row left or joined; returns the flags of rows not being written anyway."""
+        work = self.work
+        digests = {row[DIGEST] for row in work.values() if row[ID] in self.rejoin}
+        digests = {d for d in digests | old_digests if d is not None}
+        if not digests:
+            return []
+        blob = self.tx.blob
+        groups: dict[bytes, list[tuple[int, int, str, Any]]] = {}
+        stored: dict[str, tuple[Any, ...]] = {}
+        sql = (
+            "SELECT digest, ts_ms, first_seq, decision_id, dup, outcome, chosen_task, bucket,"
+            " overridden FROM signals_decisions WHERE digest IN ({})"
+        )
+        for digest, ts, first, did, dup, *key in _in_chunks(
+            self.tx, sql, [blob(d) for d in digests]
+        ):
+            if did not in work:
+                groups.setdefault(bytes(digest), []).append((ts, first, did, dup))
+                stored[did] = tuple(key)
+        for row in work.values():
+            if row[DIGEST] in digests:
+                groups.setdefault(row[DIGEST], []).append((row[TS], row[FIRST], row[ID], None))
+        # Rows with one digest share their timestamp (it is part of the digest), so the first
+        # of them in export order is the same in every age window: the others are duplicates.
+        others = []
+        for group in groups.values():
+            group.sort()
+            for i, (ts, _, did, dup) in enumerate(group):
+                flag = int(i > 0)
+                row = work.get(did)
+                if row is not None:
+                    row[DUP] = flag
+                elif dup != flag:
+                    others.append((flag, did))
+                    self.hours.add(ts // HOUR_MS)
+                    outcome, chosen, b, how = stored[did]
+                    self.flag_keys.append(
+                        ((outcome, chosen, b, how, dup), (outcome, chosen, b, how, flag))
+                    )
+        return others
+
+    def _write(self, changed_o: set[str], changed_v: set[str], others: list[Any]) -> None:
+        tx = self.tx
+        blob = tx.blob
+        if self.work:
+            rows = []
+            for row in self.work.values():
+                out = list(row)
+                for i in _BLOBS:
+                    if out[i] is not None:
+                        out[i] = blob(out[i])
+                rows.append(out)
+            tx.executemany(_UPSERT_DECISION, rows)
+        if changed_o:
+            tx.executemany(_UPSERT_OUTCOME, [self.outcomes[d] for d in changed_o])
+        if changed_v:
+            tx.executemany(_UPSERT_OVERRIDE, [self.overrides[d] for d in changed_v])
+        if others:
+            tx.executemany("UPDATE signals_decisions SET dup = ? WHERE decision_id = ?", others)
+        self._add_up(changed_o, changed_v)
+        hours = self.hours
+        for did, row in self.work.items():
+            hours.add(row[TS] // HOUR_MS)
+            before = self.known.get(did)
+            if before is not None:
+                hours.add(before[TS] // HOUR_MS)
+        if hours:
+            tx.executemany(
+                "INSERT INTO signals_hours (hour, version) VALUES (?, 1) ON CONFLICT (hour)"
+                " DO UPDATE SET version = signals_hours.version + 1",
+                [(h,) for h in sorted(hours)],
+            )
+        if self.conflicts:
+            tx.executemany(
+                "INSERT INTO signals_conflicts (seq, ts_ms, what) VALUES (?, ?, ?)"
+                " ON CONFLICT (seq) DO NOTHING",
+                self.conflicts,
+            )
+
+    def _add_up(self, changed_o: set[str], changed_v: set[str]) -> None:
+        """Bring `signals_totals` and `signals_tally` up to date by what this batch changed."""
+        totals = []
+        decided = [self.work[d] for d in self.work if d in self.folded]
+        if decided:
+            old = [self.known.get(row[ID]) for row in decided]
+            totals.append(_delta("decisions", decided, old, (N, SAME, DIFF), MIN_TS))
+        if changed_o:
+            new = [self.outcomes[d] for d in changed_o]
+            old = [self.outcomes_before.get(d) for d in changed_o]
+            totals.append(_delta("outcomes", new, old, (4, 5, 6), 2))
+        if changed_v:
+            new = [self.overrides[d] for d in changed_v]
+            old = [self.overrides_before.get(d) for d in changed_v]
+            totals.append(_delta("overrides", new, old, (4,), 2))
+        if totals:
+            self.tx.executemany(_ADD_TOTALS, totals)
+        change: dict[tuple[Any, ...], int] = {}
+
+        def move(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> None:
+            if before != after:
+                if before is not None:
+                    change[before] = change.get(before, 0) - 1
+                if after is not None:
+                    change[after] = change.get(after, 0) + 1
+
+        for did, row in self.work.items():
+            if did in self.shifted_keys:
+                before = self.shifted_keys[did]
+            else:
+                known = self.known.get(did)
+                before = None if known is None else tally_key(known)
+            move(before, tally_key(row))
+        for before, after in self.flag_keys:
+            move(_key(*before), _key(*after))
+        deltas = [(*key, n) for key, n in change.items() if n]
+        if deltas:
+            self.tx.executemany(_ADD_TALLY, deltas)
+            self.tx.executemany(_EMPTY_TALLY, [d[:5] for d in deltas if d[5] < 0])
 
 
-# -- derived columns ----------------------------------------------------------------------
-def encode_history(entries: Sequence[tuple[Any, ...]], idx: int, k: int) -> tuple[bytes, Any]:
+def _delta(
+    name: str, new: list[list[Any]], old: list[Any], sums: tuple[int, ...], min_col: int
+) -> tuple[Any, ...]:
+    """A `signals_totals` row of differences: ids added, and each summed column's change."""
+    added = sum(1 for o in old if o is None)
+    diffs = [sum(r[i] for r in new) - sum(o[i] for o in old if o is not None) for i in sums]
+    diffs += [0] * (3 - len(diffs))
+    return (name, added, *diffs, min(r[min_col] for r in new))
+
+
+def _key(outcome: Any, chosen: Any, b: Any, how: Any, dup: Any) -> tuple[Any, ...] | None:
+    if outcome is None:
+        return None
+    return (outcome, chosen, b, -1 if how is None else how, -1 if dup is None else dup)
+
+
+def tally_key(row: list[Any]) -> tuple[Any, ...] | None:
+    """Where a decision row counts in `signals_tally` (None: it has no outcome)."""
+    return _key(row[OUTCOME_], row[CHOSEN], row[BUCKET], row[HOW], row[DUP])
+
+
+def _position(entry: tuple[Any, ...]) -> tuple[int, int]:
+    return entry[2], entry[3]
+
+
+def encode_history(
+    entries: Sequence[tuple[Any, ...]], idx: int, k: int, encoded: list[bytes | None] | None = None
+) -> tuple[bytes, Any]:
     """`event_history` of the decision at `idx` in its session's timeline of (decision id,
-    chosen task, ts_ms) entries, and the oldest shown entry's ts_ms (None when empty)."""
+    chosen task, ts_ms, ...) entries, and the oldest shown entry's ts_ms (None when empty).
+    `encoded` (None per entry at first) keeps each entry's encoding for the next rows, which
+    show it too."""
     lo = max(0, idx - k)
     if lo >= idx:
-        return b"[]", None
-    parts = [t_minus_prefix(idx - j) + history_entry(*entries[j][:3]) for j in range(lo, idx)]
+        return EMPTY_HISTORY, None
+    parts = []
+    for j in range(lo, idx):
+        entry = None if encoded is None else encoded[j]
+        if entry is None:
+            entry = history_entry(*entries[j][:3])
+            if encoded is not None:
+                encoded[j] = entry
+        parts.append(t_minus_prefix(idx - j) + entry)
     return b"[%b]" % b",".join(parts), entries[lo][2]
 
 
-def _rebuild_history(tx: Tx, session: str, key: tuple[int, int]) -> set[str]:
-    """Recompute the stored history of the session's decisions from `key` (ts, first seq) on:
-    an insertion, a move or a changed task there changes what they show. Returns the ids
-    whose history changed."""
-    ts, first = key
-    before = tx.fetchall(
-        "SELECT decision_id, chosen_task, ts_ms FROM signals_decisions WHERE session_id = ?"
-        " AND (ts_ms < ? OR (ts_ms = ? AND first_seq < ?))"
-        f" ORDER BY ts_ms DESC, first_seq DESC LIMIT {HISTORY}",
-        (session, ts, ts, first),
-    )
-    after = tx.fetchall(
-        "SELECT decision_id, chosen_task, ts_ms, history, hist_min_ts FROM signals_decisions"
-        " WHERE session_id = ? AND (ts_ms > ? OR (ts_ms = ? AND first_seq >= ?))"
-        " ORDER BY ts_ms, first_seq",
-        (session, ts, ts, first),
-    )
-    timeline = [*reversed(before), *after]
-    updates = []
-    for i in range(len(before), len(timeline)):
-        history, oldest = encode_history(timeline, i, HISTORY)
-        row = timeline[i]
-        if bytes(row[3]) != history or row[4] != oldest:
-            updates.append((tx.blob(history), oldest, row[0]))
-    if updates:
-        tx.executemany(
-            "UPDATE signals_decisions SET history = ?, hist_min_ts = ? WHERE decision_id = ?",
-            updates,
-        )
-    return {u[2] for u in updates}
-
-
-def _clear_history(tx: Tx, ids: set[str]) -> set[str]:
-    """Empty the history of those of `ids` that now have no session (one may have moved there
-    from a session); returns them."""
-    cleared = set()
-    for did in sorted(ids):
-        row = tx.fetchone(
-            "SELECT session_id, hist_min_ts FROM signals_decisions WHERE decision_id = ?", (did,)
-        )
-        if row is not None and row[0] == "" and row[1] is not None:
-            cleared.add(did)
-    tx.executemany(
-        "UPDATE signals_decisions SET history = ?, hist_min_ts = NULL WHERE decision_id = ?",
-        [(tx.blob(b"[]"), did) for did in cleared],
-    )
-    return cleared
-
-
-_JOINED = (
-    "SELECT d.decision_id, d.digest, d.ts_ms, d.chosen_task, d.head, d.cut, d.history,"
-    " d.propensity,"
-    " o.task_executed, o.outcome, o.ttr, o.error_kind, o.manual_override_task, v.override_task"
-    " FROM signals_decisions d"
-    " LEFT JOIN signals_outcomes o ON o.decision_id = d.decision_id"
-    " LEFT JOIN signals_overrides v ON v.decision_id = d.decision_id"
-)
 _DEFAULT_REWARDS = {name: _encode(value) for name, value in REWARDS.items()}
 _NO_REWARD = _encode(0.0)
+#: A row's line after its head, for the export's default options (`END_FORMAT` less the head).
+REST_FORMAT = b',%b,"event_history":%b,"reward":%b,"dedupe_id":"%b","propensity":%b}\n'
 
 
-def default_line(
-    head: bytes, tail: bytes, history: bytes, outcome: str, digest: bytes, propensity: Any
+def default_rest(
+    tail: bytes, history: bytes, outcome: str, digest: bytes, propensity: Any
 ) -> bytes:
-    """The row's JSON line for the export's default options."""
-    return END_FORMAT % (
-        head,
+    """The row's JSON line after its head, for the export's default options."""
+    return REST_FORMAT % (
         tail,
         history,
         _DEFAULT_REWARDS.get(outcome, _NO_REWARD),
@@ -473,49 +761,3 @@ def joined_tail(
     else:
         task, how = "", NOT_OVERRIDDEN
     return encode_tail(chosen, executed, outcome, ttr, error_kind, task), how
-
-
-def _rebuild_rows(tx: Tx, changed: set[str], moved: set[str]) -> None:
-    """Recompute the joined part (outcome, tail, digest) of the changed decisions' rows, the
-    default line of those and of the ones whose history moved, and which rows repeat an
-    earlier row's digest (`dup`)."""
-    wanted = sorted(changed | moved)
-    if not wanted:
-        return
-    updates = []
-    digests: set[bytes] = set()
-    blob = tx.blob
-    for i in range(0, len(wanted), _ID_CHUNK):
-        chunk = wanted[i : i + _ID_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for row in tx.fetchall(f"{_JOINED} WHERE d.decision_id IN ({marks})", chunk):
-            did, old, ts, chosen, head, cut, history, propensity, *fields, override_task = row
-            if old is not None:
-                digests.add(bytes(old))
-            outcome = fields[1]
-            if outcome is None:  # no outcome yet
-                updates.append((None, None, None, None, None, did))
-            elif not chosen:  # the reference skips rows without a chosen task
-                updates.append((outcome, None, None, None, None, did))
-            else:
-                head = bytes(head)
-                tail, how = joined_tail(chosen, fields, override_task)
-                digest = row_digest(head[cut + 1 :], tail, ts)
-                digests.add(digest)
-                line = default_line(head, tail, bytes(history), outcome, digest, propensity)
-                updates.append((outcome, blob(tail), blob(digest), how, blob(line), did))
-    tx.executemany(
-        "UPDATE signals_decisions SET outcome = ?, tail = ?, digest = ?, overridden = ?,"
-        " line = ?, dup = NULL WHERE decision_id = ?",
-        updates,
-    )
-    # Rows with one digest share their timestamp (it is part of the digest), so the first of
-    # them in export order is the same in every age window: the others are duplicates.
-    flags = []
-    for digest in digests:
-        group = tx.fetchall(
-            "SELECT decision_id FROM signals_decisions WHERE digest = ? ORDER BY ts_ms, first_seq",
-            (blob(digest),),
-        )
-        flags.extend((int(i > 0), did) for i, (did,) in enumerate(group))
-    tx.executemany("UPDATE signals_decisions SET dup = ? WHERE decision_id = ?", flags)
