@@ -321,18 +321,44 @@ def _in_chunks(tx: Tx, sql: str, ids: Iterable[Any]) -> list[tuple[Any, ...]]:
 
 
 def _by_id(tx: Tx, table: str, cols: str, ids: Iterable[str]) -> dict[str, list[Any]]:
-    sql = f"SELECT {cols} FROM {table} WHERE decision_id IN ({{}})"
-    return {row[0]: list(row) for row in _in_chunks(tx, sql, ids)}
+    return _by_ids(tx, [(table, cols)], ids)[0]
 
 
-def decision_rows(tx: Tx, ids: Iterable[str]) -> dict[str, list[Any]]:
-    """Whole `signals_decisions` rows of `ids`, blobs as bytes."""
-    rows = _by_id(tx, "signals_decisions", _COLS, ids)
+def _by_ids(
+    tx: Tx, tables: Sequence[tuple[str, str]], ids: Iterable[str]
+) -> list[dict[str, list[Any]]]:
+    """The rows of `ids` in each of `tables` ((table, columns) pairs). The queries are
+    independent, so they go together (`Tx.fetch_each`: one round trip where the sequencing
+    transaction is pipelined, instead of one per table and chunk)."""
+    wanted = list(ids)
+    queries: list[tuple[str, Sequence[Any]]] = []
+    for table, cols in tables:
+        for i in range(0, len(wanted), _ID_CHUNK):
+            chunk = wanted[i : i + _ID_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            queries.append((f"SELECT {cols} FROM {table} WHERE decision_id IN ({marks})", chunk))
+    results = iter(tx.fetch_each(queries))
+    per_table = -(-len(wanted) // _ID_CHUNK)
+    out: list[dict[str, list[Any]]] = []
+    for _ in tables:
+        rows: dict[str, list[Any]] = {}
+        for _ in range(per_table):
+            rows.update((row[0], list(row)) for row in next(results))
+        out.append(rows)
+    return out
+
+
+def _as_bytes(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
     for row in rows.values():
         for i in _BLOBS:
             if row[i] is not None and type(row[i]) is not bytes:
                 row[i] = bytes(row[i])
     return rows
+
+
+def decision_rows(tx: Tx, ids: Iterable[str]) -> dict[str, list[Any]]:
+    """Whole `signals_decisions` rows of `ids`, blobs as bytes."""
+    return _as_bytes(_by_id(tx, "signals_decisions", _COLS, ids))
 
 
 class SignalsProjection:
@@ -378,9 +404,17 @@ class _Batch:
 
     def __init__(self, tx: Tx, ids: set[str]) -> None:
         self.tx = tx
-        self.known = decision_rows(tx, ids)  # as stored before this batch
-        self.outcomes = _by_id(tx, "signals_outcomes", _OUTCOME_COLS, ids)
-        self.overrides = _by_id(tx, "signals_overrides", _OVERRIDE_COLS, ids)
+        # As stored before this batch: three independent reads, sent together.
+        known, self.outcomes, self.overrides = _by_ids(
+            tx,
+            [
+                ("signals_decisions", _COLS),
+                ("signals_outcomes", _OUTCOME_COLS),
+                ("signals_overrides", _OVERRIDE_COLS),
+            ],
+            ids,
+        )
+        self.known = _as_bytes(known)
         self.outcomes_before = dict(self.outcomes)  # folding replaces entries, never edits
         self.overrides_before = dict(self.overrides)
         #: Tally keys, as stored, of rows read for being shifted (`_histories`).
