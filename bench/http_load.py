@@ -273,6 +273,12 @@ def main() -> None:
         "--db", help="SQLite path or postgresql:// DSN (default: temp file / bench_http)"
     )
     ap.add_argument("--rate", type=float, default=200.0, help="requests per second")
+    ap.add_argument(
+        "--rates",
+        help="several rates, comma-separated (runs interleave them); the report names the "
+        "highest that kept p99 <= --target-ms with no errors",
+    )
+    ap.add_argument("--target-ms", type=float, default=15.0)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
     ap.add_argument(
@@ -285,15 +291,25 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = ap.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    rates = [float(x) for x in args.rates.split(",")] if args.rates else [args.rate]
+    runs: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    loads: list[float] = []
+    for n in range(args.runs):
+        for rate in rates:
+            for backend in backends:
+                args.rate = rate
+                loads.append(os.getloadavg()[0])
+                r = one_run(backend, args.db, args)
+                runs.setdefault((backend, rate), []).append(r)
+                print(
+                    f"{backend} {rate:g}/s run {n + 1}: {json.dumps(r)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     summary = []
-    for backend in backends:
-        runs = []
-        for n in range(args.runs):
-            r = one_run(backend, args.db, args)
-            runs.append(r)
-            print(f"{backend} run {n + 1}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    for (backend, rate), rs in runs.items():
         med = {
-            k: statistics.median(r[k] for r in runs)
+            k: statistics.median(r[k] for r in rs)
             for k in (
                 "p50_ms",
                 "p99_ms",
@@ -304,13 +320,18 @@ def main() -> None:
                 "server_cpu_s",
             )
         }
+        requests = sum(r["requests"] for r in rs)
         label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
         summary.append(
             {
                 "backend": label,
-                "runs": len(runs),
-                "errors": sum(r["errors"] for r in runs),
-                "requests": sum(r["requests"] for r in runs),
+                "rate": rate,
+                "runs": len(rs),
+                "errors": sum(r["errors"] for r in rs),
+                "requests": requests,
+                "server_cpu_ms_per_request": round(
+                    1000 * sum(r["server_cpu_s"] for r in rs) / max(requests, 1), 2
+                ),
                 **med,
             }
         )
@@ -318,16 +339,25 @@ def main() -> None:
         print(json.dumps(summary, indent=2))
         return
     print(
-        "| backend | runs | requests | errors | rate (req/s) | p50 ms | p99 ms | max ms "
-        "| p99 from send ms | server CPU s |"
+        "| backend | offered req/s | runs | requests | errors | achieved req/s | p50 ms "
+        "| p99 ms | max ms | p99 from send ms | server CPU ms/request |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for s in summary:
         print(
-            f"| {s['backend']} | {s['runs']} | {s['requests']} | {s['errors']} "
+            f"| {s['backend']} | {s['rate']:g} | {s['runs']} | {s['requests']} | {s['errors']} "
             f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
-            f"| {s['p99_send_ms']} | {s['server_cpu_s']} |"
+            f"| {s['p99_send_ms']} | {s['server_cpu_ms_per_request']} |"
         )
+    for label in dict.fromkeys(s["backend"] for s in summary):
+        ok = [
+            s["rate"]
+            for s in summary
+            if s["backend"] == label and s["errors"] == 0 and s["p99_ms"] <= args.target_ms
+        ]
+        best = f"{max(ok):g} req/s" if ok else "none of the rates tried"
+        print(f"\n{label}: highest rate with p99 <= {args.target_ms:g} ms and no errors: {best}")
+    print(f"load average {min(loads):.1f} to {max(loads):.1f}")
 
 
 if __name__ == "__main__":
