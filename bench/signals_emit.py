@@ -7,14 +7,20 @@ The reference emitter is `tools/router_signal_emit.py` in https://github.com/nik
 all write under one temp dir, with Python's bytecode cache on (as for an installed
 package). Reports the median and p90 of --runs calls per variant. `--baseline-src DIR` adds
 this tree and another one (say, the previous commit's `src`), both run the same way, to
-measure a change's effect in one sitting.
+measure a change's effect in one sitting. `--serve` adds the same call on a store a running
+`plaudit serve` holds, which takes the event over its local socket
+(`plaudit.signals.handoff`; needs the server extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,6 +57,11 @@ def main() -> int:
         help="also time another plaudit tree's `src` directory (e.g. from `git worktree add`), "
         "beside this one, both started as `python -c` with their `src` first on sys.path",
     )
+    ap.add_argument(
+        "--serve",
+        action="store_true",
+        help="also time the call while `plaudit serve` runs on its store (the local handoff)",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="plaudit-bench-emit-"))
@@ -72,10 +83,37 @@ def main() -> int:
                 *from_src(s), "--db", str(work / f"{t}.db"), "signal", "emit",
                 "--seq-mem", str(work / f"{t}.jsonl"), *decision_args(i),
             ]  # fmt: skip
+    server = None
+    if args.serve:
+        served = work / "served.db"
+        server = subprocess.Popen(
+            [*cli, "--db", str(served), "serve", "--port", "0", "--log-level", "warning"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{served}.sock"):
+            if server.poll() is not None or time.monotonic() > deadline:
+                print("plaudit serve did not start", file=sys.stderr)
+                return 1
+            time.sleep(0.1)
+        variants["plaudit (log + seq_mem), plaudit serve running"] = lambda i: [
+            *cli, "--db", str(served), "signal", "emit", "--seq-mem", str(work / "s.jsonl"),
+            *decision_args(i),
+        ]  # fmt: skip
     if args.reference:
         variants["reference"] = lambda i: [
             sys.executable, args.reference, "--seq-mem", str(work / "r.jsonl"), *decision_args(i),
         ]  # fmt: skip
+    try:
+        return measure(variants, args.runs)
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=30)
+
+
+def measure(variants: dict, runs: int) -> int:
     times: dict[str, list[float]] = {k: [] for k in variants}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     # As installed for a hook: bytecode cached. The warm-up call writes it (even where the
@@ -83,7 +121,7 @@ def main() -> int:
     env = {"PYTHONDONTWRITEBYTECODE": ""}
     for name, make in variants.items():
         run_measured(make(-1 - len(times[name])), env=env)
-    for i in range(args.runs):
+    for i in range(runs):
         for name, make in variants.items():  # interleaved
             wall, _, rc, cpu_s = run_measured(make(i), env=env)
             if rc != 0:
@@ -91,7 +129,8 @@ def main() -> int:
                 return 1
             times[name].append(wall * 1000)
             cpu[name].append(cpu_s * 1000)
-    print(f"\none `emit decision` call, {args.runs} runs each\n")
+    load = os.getloadavg()
+    print(f"\none `emit decision` call, {runs} runs each; load average {load[0]:.1f}\n")
     print("| emitter | median (ms) | p90 (ms) | median CPU (ms) |")
     print("|---|---:|---:|---:|")
     for name, t in times.items():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -59,10 +60,13 @@ def main() -> int:
         "plaudit, one process": plaudit,
         "plaudit, two processes": plaudit,
     }
+    # As installed: bytecode cached, whatever the environment says.
+    cached = {"PYTHONDONTWRITEBYTECODE": ""}
     envs = {
-        "plaudit": {"PLAUDIT_EXPORT_JOBS": "auto"},
-        "plaudit, one process": {"PLAUDIT_EXPORT_JOBS": "1"},
-        "plaudit, two processes": {"PLAUDIT_EXPORT_JOBS": "2"},
+        "plaudit": {"PLAUDIT_EXPORT_JOBS": "auto", **cached},
+        "plaudit, one process": {"PLAUDIT_EXPORT_JOBS": "1", **cached},
+        "plaudit, two processes": {"PLAUDIT_EXPORT_JOBS": "2", **cached},
+        "reference": cached,
     }
     if args.reference:
         commands["reference"] = [
@@ -86,7 +90,11 @@ def main() -> int:
         for name, r in results.items():
             walls = ", ".join(f"{w:.2f}" for w in r["wall"])
             print(f"{name}: wall {walls}")
-    print(f"\ninput: {args.decisions} decisions, {size_mb:.0f} MB; median of {args.runs} runs\n")
+    load = os.getloadavg()
+    print(
+        f"\ninput: {args.decisions} decisions, {size_mb:.0f} MB; median of {args.runs} runs;"
+        f" load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}\n"
+    )
     print("| exporter | wall time (s) | CPU time (s) | peak RSS (MiB) |")
     print("|---|---:|---:|---:|")
     for name, r in results.items():

@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 
 from plaudit.errors import ConfigError
-from plaudit.store.backend import Backend
+
+#: `typing` (and the store's modules) cost a shell hook's emit milliseconds it may not need.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from plaudit.store.backend import Backend
 
 DEFAULT_DB = os.path.join(".plaudit", "plaudit.db")
 ENV_DB = "PLAUDIT_DB"

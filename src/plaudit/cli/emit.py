@@ -206,11 +206,17 @@ def run(argv: Sequence[str]) -> int:
             "--no-log", f"needs --seq-mem PATH (or ${SEQ_MEM_ENV}), or nothing would be recorded"
         )
 
-    from plaudit.signals.emit import record
+    from plaudit.signals.emit import record, record_via_server
 
     if args.no_log:
         result = record(None, emission, seq_mem=seq_mem)
     else:
+        from plaudit.config import resolve_db
+
+        # A `plaudit serve` on this store takes the event over a local socket, so this
+        # process never imports or opens the store; without one, the store is opened here.
+        result = record_via_server(resolve_db(args.db), emission, seq_mem=seq_mem)
+    if result is None:
         Plaudit = _import_plaudit()
 
         with Plaudit.open(args.db) as p:

@@ -113,6 +113,7 @@ def serve(
     check_serving(host, token, cors_origins)  # before the store is opened (or created)
     timeouts = Timeouts(headers=header_timeout, body=body_timeout, idle=idle_timeout)
     follower = None
+    handoff = None
     if otel:
         from plaudit.otel import require_sdk
 
@@ -137,6 +138,13 @@ def serve(
             from plaudit.otel import OtelExporter
 
             follower = OtelExporter(p).follow_in_background()
+        if p.backend.dialect == "sqlite":
+            # Shell hooks' `plaudit signal emit` hands its events over a socket beside the
+            # store instead of starting the store itself (`plaudit.signals.handoff`).
+            from plaudit.signals.handoff import serve as serve_handoff
+
+            handoff, note = serve_handoff(p, p.backend.url)
+            click.echo(f"plaudit: {note}", err=True)
         shown = f"[{host}]" if ":" in host else host
         click.echo(
             f"plaudit serving {p.backend.describe()} on http://{shown}:{port}/ "
@@ -153,6 +161,8 @@ def serve(
             access_log=access_log,
         )
     finally:
+        if handoff is not None:
+            handoff.close()
         if follower is not None:
             follower.stop()
         p.close()

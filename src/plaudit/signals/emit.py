@@ -31,18 +31,8 @@ def record(
     opened before the log is written, so one that cannot be opened fails the emit with
     nothing recorded anywhere.
     """
-    ts = emission.ts_ms if emission.ts_ms is not None else time.time_ns() // 1_000_000
-    out: dict[str, Any] = {
-        "id": emission.id,
-        "type": emission.type,
-        "decision_id": emission.decision_id,
-        "session_id": emission.session_id,
-        "ts_ms": ts,
-        "status": "skipped",
-        "seq": None,
-        "redacted": emission.redacted,
-        "seq_mem": None,
-    }
+    ts = _ts(emission)
+    out = _result(emission, ts)
     opened = open_for_append(seq_mem) if seq_mem is not None else None
     try:
         if plaudit is not None:
@@ -55,6 +45,60 @@ def record(
         write_row(*opened, emission, ts)
         out["seq_mem"] = os.fspath(seq_mem)
     return out
+
+
+def record_via_server(
+    db: str, emission: Emission, *, seq_mem: str | os.PathLike[str] | None = None
+) -> dict[str, Any] | None:
+    """`record`, with the append made by a `plaudit serve` running on the SQLite store `db`
+    (`plaudit.signals.handoff`); None when no server took the event, with nothing written
+    anywhere (then call `record`). With a server, the seq_mem file is opened before the event
+    is sent, as `record` opens it before appending."""
+    from plaudit.signals.handoff import connect, send
+
+    sock = connect(db)
+    if sock is None:
+        return None
+    ts = _ts(emission)
+    try:
+        opened = open_for_append(seq_mem) if seq_mem is not None else None
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        answer = send(sock, emission, ts)
+    except BaseException:
+        if opened is not None:
+            os.close(opened[0])
+        raise
+    if answer is None:
+        if opened is not None:
+            os.close(opened[0])
+        return None
+    out = _result(emission, ts)
+    out["status"], out["seq"] = answer["status"], answer["seq"]
+    if opened is not None:
+        write_row(*opened, emission, ts)
+        out["seq_mem"] = os.fspath(seq_mem)
+    return out
+
+
+def _ts(emission: Emission) -> int:
+    return emission.ts_ms if emission.ts_ms is not None else time.time_ns() // 1_000_000
+
+
+def _result(emission: Emission, ts: int) -> dict[str, Any]:
+    return {
+        "id": emission.id,
+        "type": emission.type,
+        "decision_id": emission.decision_id,
+        "session_id": emission.session_id,
+        "ts_ms": ts,
+        "status": "skipped",
+        "seq": None,
+        "redacted": emission.redacted,
+        "seq_mem": None,
+    }
 
 
 def _append_to_log(plaudit: Plaudit, emission: Emission, ts: int, out: dict[str, Any]) -> None:

@@ -67,17 +67,28 @@ def cutoff(now_ms: int, max_age_hours: int) -> int:
 
 
 def whole_log_totals(tx: Tx, start: int) -> dict[str, tuple[int, ...]] | None:
-    """The three tables' counts as `read` sums them, from `signals_totals`, when the window
-    holds every event the tables folded (None otherwise: then they are summed per window)."""
-    rows = tx.fetchall("SELECT name, ids, n, identical, conflicting, min_ts FROM signals_totals")
-    if any(row[5] < start for row in rows):
+    """The three tables' counts as `read` sums them, from the projection's totals
+    (`signals_hours`), when the window holds every event the tables folded (None otherwise:
+    then they are summed per window)."""
+    sums = tx.fetchone(
+        "SELECT SUM(d_ids), SUM(d_n), SUM(d_identical), SUM(d_conflicting), SUM(o_ids),"
+        " SUM(o_n), SUM(o_identical), SUM(o_conflicting), SUM(v_ids), SUM(v_n), MIN(min_ts)"
+        " FROM signals_hours"
+    )
+    if sums is None or sums[10] is None:  # nothing folded yet (every fold sets a time)
+        return _NOTHING
+    if sums[10] < start:
         return None
-    found = {f"signals_{row[0]}": tuple(int(v) for v in row[1:5]) for row in rows}
+    d, o = [int(v) for v in sums[0:4]], [int(v) for v in sums[4:8]]
+    v = [int(x) for x in sums[8:10]]
     return {
-        table: (ids, n, n, same, differ)
-        for table in _TABLES
-        for ids, n, same, differ in [found.get(table, (0, 0, 0, 0))]
+        "signals_decisions": (d[0], d[1], d[1], d[2], d[3]),
+        "signals_outcomes": (o[0], o[1], o[1], o[2], o[3]),
+        "signals_overrides": (v[0], v[1], v[1], 0, 0),
     }
+
+
+_NOTHING = {table: (0, 0, 0, 0, 0) for table in _TABLES}
 
 
 def straddles(tx: Tx, start: int) -> bool:

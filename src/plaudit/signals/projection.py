@@ -31,6 +31,7 @@ the outcome has none, sessions are ordered by timestamp with ties in first-seen 
 from __future__ import annotations
 
 import binascii
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -46,7 +47,7 @@ from plaudit.signals.join import (
     t_minus_prefix,
 )
 from plaudit.signals.scan import Scanner, _s
-from plaudit.store.backend import Tx
+from plaudit.store.backend import DIALECT_WORDS, Tx
 
 NAME = "signals"
 #: 2: the default line kept as `rest` after `head` (not whole), batch-wise apply; the
@@ -62,13 +63,13 @@ TABLES = (
     "signals_overrides",
     "signals_other",
     "signals_conflicts",
-    "signals_totals",
     "signals_tally",
 )
-#: What an export may reuse, not state: `signals_hours` counts the changes to each hour's rows
-#: (how many depends on how appends were batched, so a rebuild gives other numbers), and
+#: Tables whose rows depend on how the appends were batched, not only on the log, so a rebuild
+#: gives other rows (the sums they hold stay the same): `signals_hours` counts the changes to
+#: each hour's rows, and holds the three tables' totals, added to an hour each batch touched;
 #: `signals_exports` records which hours an export's files hold (`plaudit.signals.reuse`).
-#: Dropped with the state tables, so a rebuilt projection starts with no reuse at all.
+#: Dropped with the others, so a rebuilt projection starts with no reuse at all.
 CACHE_TABLES = ("signals_hours", "signals_exports")
 #: Tables of earlier versions that nothing reads any more, dropped when the tables are made.
 RETIRED = ("signals_checkpoint",)
@@ -155,16 +156,6 @@ _DDL = (
         ts_ms {bigint} NOT NULL,
         what TEXT NOT NULL
     )""",
-    # Sums over each of the three tables above (`name`: decisions, outcomes, overrides): what
-    # an export whose window holds every event counts, without reading the tables.
-    """CREATE TABLE IF NOT EXISTS signals_totals (
-        name TEXT PRIMARY KEY,
-        ids {bigint} NOT NULL,
-        n {bigint} NOT NULL,
-        identical {bigint} NOT NULL,
-        conflicting {bigint} NOT NULL,
-        min_ts {bigint} NOT NULL
-    )""",
     # Decisions with an outcome, counted by what the summary tallies: `overridden` -1 and
     # `dup` -1 for rows without a chosen task (their NULLs), `dup` 1 for dropped duplicates.
     """CREATE TABLE IF NOT EXISTS signals_tally (
@@ -176,9 +167,25 @@ _DDL = (
         n {bigint} NOT NULL,
         PRIMARY KEY (outcome, chosen_task, bucket, overridden, dup)
     )""",
+    # Per hour: `version` counts the batches that changed its rows. The other columns are
+    # parts of sums over all hours (each batch adds what it changed to one hour it touched):
+    # ids, events, identical and conflicting repeats of decisions (d_), outcomes (o_) and
+    # overrides (v_), and the oldest event's timestamp: what an export whose window holds
+    # every event counts, without reading the tables.
     """CREATE TABLE IF NOT EXISTS signals_hours (
         hour {bigint} PRIMARY KEY,
-        version {bigint} NOT NULL
+        version {bigint} NOT NULL,
+        d_ids {bigint} NOT NULL,
+        d_n {bigint} NOT NULL,
+        d_identical {bigint} NOT NULL,
+        d_conflicting {bigint} NOT NULL,
+        o_ids {bigint} NOT NULL,
+        o_n {bigint} NOT NULL,
+        o_identical {bigint} NOT NULL,
+        o_conflicting {bigint} NOT NULL,
+        v_ids {bigint} NOT NULL,
+        v_n {bigint} NOT NULL,
+        min_ts {bigint}
     )""",
     """CREATE TABLE IF NOT EXISTS signals_exports (
         output_dir TEXT PRIMARY KEY,
@@ -223,14 +230,17 @@ _UPSERT_OVERRIDE = (
     " min_ts = excluded.min_ts, max_ts = excluded.max_ts, n = excluded.n,"
     " override_task = excluded.override_task"
 )
-_ADD_TOTALS = (
-    "INSERT INTO signals_totals (name, ids, n, identical, conflicting, min_ts)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
-    " ids = signals_totals.ids + excluded.ids, n = signals_totals.n + excluded.n,"
-    " identical = signals_totals.identical + excluded.identical,"
-    " conflicting = signals_totals.conflicting + excluded.conflicting,"
-    " min_ts = CASE WHEN excluded.min_ts < signals_totals.min_ts THEN excluded.min_ts"
-    " ELSE signals_totals.min_ts END"
+_SUMS = (
+    "d_ids", "d_n", "d_identical", "d_conflicting", "o_ids", "o_n", "o_identical",
+    "o_conflicting", "v_ids", "v_n",
+)  # fmt: skip
+_ADD_HOURS = (
+    f"INSERT INTO signals_hours (hour, version, {', '.join(_SUMS)}, min_ts)"
+    f" VALUES (?, 1, {', '.join('?' * len(_SUMS))}, ?) ON CONFLICT (hour) DO UPDATE SET"
+    " version = signals_hours.version + 1, "
+    + ", ".join(f"{c} = signals_hours.{c} + excluded.{c}" for c in _SUMS)
+    + ", min_ts = CASE WHEN signals_hours.min_ts IS NULL OR excluded.min_ts <"
+    " signals_hours.min_ts THEN excluded.min_ts ELSE signals_hours.min_ts END"
 )
 _TALLY_KEY = "outcome, chosen_task, bucket, overridden, dup"
 _ADD_TALLY = (
@@ -321,44 +331,64 @@ def _in_chunks(tx: Tx, sql: str, ids: Iterable[Any]) -> list[tuple[Any, ...]]:
 
 
 def _by_id(tx: Tx, table: str, cols: str, ids: Iterable[str]) -> dict[str, list[Any]]:
-    return _by_ids(tx, [(table, cols)], ids)[0]
-
-
-def _by_ids(
-    tx: Tx, tables: Sequence[tuple[str, str]], ids: Iterable[str]
-) -> list[dict[str, list[Any]]]:
-    """The rows of `ids` in each of `tables` ((table, columns) pairs). The queries are
-    independent, so they go together (`Tx.fetch_each`: one round trip where the sequencing
-    transaction is pipelined, instead of one per table and chunk)."""
-    wanted = list(ids)
-    queries: list[tuple[str, Sequence[Any]]] = []
-    for table, cols in tables:
-        for i in range(0, len(wanted), _ID_CHUNK):
-            chunk = wanted[i : i + _ID_CHUNK]
-            marks = ",".join("?" * len(chunk))
-            queries.append((f"SELECT {cols} FROM {table} WHERE decision_id IN ({marks})", chunk))
-    results = iter(tx.fetch_each(queries))
-    per_table = -(-len(wanted) // _ID_CHUNK)
-    out: list[dict[str, list[Any]]] = []
-    for _ in tables:
-        rows: dict[str, list[Any]] = {}
-        for _ in range(per_table):
-            rows.update((row[0], list(row)) for row in next(results))
-        out.append(rows)
-    return out
-
-
-def _as_bytes(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    for row in rows.values():
-        for i in _BLOBS:
-            if row[i] is not None and type(row[i]) is not bytes:
-                row[i] = bytes(row[i])
-    return rows
+    sql = f"SELECT {cols} FROM {table} WHERE decision_id IN ({{}})"
+    return {row[0]: list(row) for row in _in_chunks(tx, sql, ids)}
 
 
 def decision_rows(tx: Tx, ids: Iterable[str]) -> dict[str, list[Any]]:
     """Whole `signals_decisions` rows of `ids`, blobs as bytes."""
-    return _as_bytes(_by_id(tx, "signals_decisions", _COLS, ids))
+    rows = _by_id(tx, "signals_decisions", _COLS, ids)
+    for row in rows.values():
+        _bytes(row)
+    return rows
+
+
+def _bytes(row: list[Any]) -> list[Any]:
+    for i in _BLOBS:
+        if row[i] is not None and type(row[i]) is not bytes:
+            row[i] = bytes(row[i])
+    return row
+
+
+_OUTCOME_TYPES = ("TEXT", *["{bigint}"] * 6, "TEXT", "TEXT", "{bigint}", "TEXT", "TEXT")
+_OVERRIDE_TYPES = ("TEXT", *["{bigint}"] * 4, "TEXT")
+_N_OUTCOME, _N_OVERRIDE = len(_OUTCOME_TYPES), len(_OVERRIDE_TYPES)
+#: The three tables' rows of some ids, side by side in one result (the columns of the other
+#: two NULL): (decision row, outcome row, override row) per id found. The first SELECT's
+#: NULLs are typed, as PostgreSQL needs to match the columns of the SELECTs after it.
+_STORED = (
+    f"SELECT 0, {_COLS}, "
+    + ", ".join(f"CAST(NULL AS {t})" for t in _OUTCOME_TYPES + _OVERRIDE_TYPES)
+    + " FROM signals_decisions WHERE decision_id IN ({{0}})"
+    f" UNION ALL SELECT 1{', NULL' * len(DECISION_COLUMNS)}, {_OUTCOME_COLS}"
+    f"{', NULL' * _N_OVERRIDE} FROM signals_outcomes WHERE decision_id IN ({{{{0}}}})"
+    f" UNION ALL SELECT 2{', NULL' * (len(DECISION_COLUMNS) + _N_OUTCOME)}, {_OVERRIDE_COLS}"
+    " FROM signals_overrides WHERE decision_id IN ({{0}})"
+)
+assert len(_OUTCOME_COLS.split(",")) == _N_OUTCOME and len(_OVERRIDE_COLS.split(",")) == _N_OVERRIDE
+
+
+@functools.cache
+def _stored_sql(dialect: str, n: int) -> str:
+    return _STORED.format(**DIALECT_WORDS[dialect]).format(",".join("?" * n))
+
+
+def _stored(tx: Tx, ids: Iterable[str]) -> tuple[dict[str, list[Any]], ...]:
+    """`ids`' rows in `signals_decisions`, `signals_outcomes` and `signals_overrides`."""
+    found: tuple[dict[str, list[Any]], ...] = ({}, {}, {})
+    wanted = list(ids)
+    first = 1 + len(DECISION_COLUMNS)
+    for i in range(0, len(wanted), _ID_CHUNK):
+        chunk = wanted[i : i + _ID_CHUNK]
+        sql = _stored_sql(tx.dialect, len(chunk))
+        for row in tx.fetchall(sql, chunk * 3):
+            if row[0] == 0:
+                found[0][row[1]] = _bytes(list(row[1:first]))
+            elif row[0] == 1:
+                found[1][row[first]] = list(row[first : first + _N_OUTCOME])
+            else:
+                found[2][row[first + _N_OUTCOME]] = list(row[first + _N_OUTCOME :])
+    return found
 
 
 class SignalsProjection:
@@ -404,17 +434,8 @@ class _Batch:
 
     def __init__(self, tx: Tx, ids: set[str]) -> None:
         self.tx = tx
-        # As stored before this batch: three independent reads, sent together.
-        known, self.outcomes, self.overrides = _by_ids(
-            tx,
-            [
-                ("signals_decisions", _COLS),
-                ("signals_outcomes", _OUTCOME_COLS),
-                ("signals_overrides", _OVERRIDE_COLS),
-            ],
-            ids,
-        )
-        self.known = _as_bytes(known)
+        # As stored before this batch, read in one statement (one round trip on PostgreSQL).
+        self.known, self.outcomes, self.overrides = _stored(tx, ids)
         self.outcomes_before = dict(self.outcomes)  # folding replaces entries, never edits
         self.overrides_before = dict(self.overrides)
         #: Tally keys, as stored, of rows read for being shifted (`_histories`).
@@ -566,12 +587,10 @@ class _Batch:
                 work[did] = row
 
     def _timelines(self, chunk: list[tuple[str, tuple[int, int]]]) -> list[tuple[Any, ...]]:
-        terms: list[str] = []
         params: list[Any] = []
-        for n, (session, (ts, first)) in enumerate(chunk):
-            terms += (_BEFORE.format(n), _AFTER)
+        for session, (ts, first) in chunk:
             params += (session, ts, ts, first) * 2
-        return self.tx.fetchall(" UNION ALL ".join(terms), params)
+        return self.tx.fetchall(_timelines_sql(len(chunk)), params)
 
     def _join(self, row: list[Any]) -> None:
         """The outcome's part of a decision's row: tail, digest and where its override came
@@ -652,19 +671,19 @@ class _Batch:
             tx.executemany(_UPSERT_OVERRIDE, [self.overrides[d] for d in changed_v])
         if others:
             tx.executemany("UPDATE signals_decisions SET dup = ? WHERE decision_id = ?", others)
-        self._add_up(changed_o, changed_v)
+        added = self._add_up(changed_o, changed_v)
         hours = self.hours
         for did, row in self.work.items():
             hours.add(row[TS] // HOUR_MS)
             before = self.known.get(did)
             if before is not None:
                 hours.add(before[TS] // HOUR_MS)
+        if added[-1] is not None and not hours:  # e.g. an outcome whose decision is to come
+            hours.add(added[-1] // HOUR_MS)
         if hours:
-            tx.executemany(
-                "INSERT INTO signals_hours (hour, version) VALUES (?, 1) ON CONFLICT (hour)"
-                " DO UPDATE SET version = signals_hours.version + 1",
-                [(h,) for h in sorted(hours)],
-            )
+            first, *rest = sorted(hours)
+            zeros = [0] * len(_SUMS)
+            tx.executemany(_ADD_HOURS, [(first, *added), *((h, *zeros, None) for h in rest)])
         if self.conflicts:
             tx.executemany(
                 "INSERT INTO signals_conflicts (seq, ts_ms, what) VALUES (?, ?, ?)"
@@ -672,23 +691,26 @@ class _Batch:
                 self.conflicts,
             )
 
-    def _add_up(self, changed_o: set[str], changed_v: set[str]) -> None:
-        """Bring `signals_totals` and `signals_tally` up to date by what this batch changed."""
-        totals = []
+    def _add_up(self, changed_o: set[str], changed_v: set[str]) -> list[Any]:
+        """Bring `signals_tally` up to date by what this batch changed; returns what it added
+        to the totals (`_SUMS` and the oldest timestamp), for `signals_hours`."""
+        sums: list[Any] = [0] * len(_SUMS)
+        oldest = []
         decided = [self.work[d] for d in self.work if d in self.folded]
         if decided:
             old = [self.known.get(row[ID]) for row in decided]
-            totals.append(_delta("decisions", decided, old, (N, SAME, DIFF), MIN_TS))
+            sums[0:4] = _delta(decided, old, (N, SAME, DIFF))
+            oldest.append(min(row[MIN_TS] for row in decided))
         if changed_o:
             new = [self.outcomes[d] for d in changed_o]
             old = [self.outcomes_before.get(d) for d in changed_o]
-            totals.append(_delta("outcomes", new, old, (4, 5, 6), 2))
+            sums[4:8] = _delta(new, old, (4, 5, 6))
+            oldest.append(min(row[2] for row in new))
         if changed_v:
             new = [self.overrides[d] for d in changed_v]
             old = [self.overrides_before.get(d) for d in changed_v]
-            totals.append(_delta("overrides", new, old, (4,), 2))
-        if totals:
-            self.tx.executemany(_ADD_TOTALS, totals)
+            sums[8:10] = _delta(new, old, (4,))
+            oldest.append(min(row[2] for row in new))
         change: dict[tuple[Any, ...], int] = {}
 
         def move(before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> None:
@@ -710,17 +732,19 @@ class _Batch:
         deltas = [(*key, n) for key, n in change.items() if n]
         if deltas:
             self.tx.executemany(_ADD_TALLY, deltas)
-            self.tx.executemany(_EMPTY_TALLY, [d[:5] for d in deltas if d[5] < 0])
+            emptied = [d[:5] for d in deltas if d[5] < 0]
+            if emptied:
+                self.tx.executemany(_EMPTY_TALLY, emptied)
+        return [*sums, min(oldest) if oldest else None]
 
 
-def _delta(
-    name: str, new: list[list[Any]], old: list[Any], sums: tuple[int, ...], min_col: int
-) -> tuple[Any, ...]:
-    """A `signals_totals` row of differences: ids added, and each summed column's change."""
+def _delta(new: list[list[Any]], old: list[Any], sums: tuple[int, ...]) -> list[int]:
+    """Ids added, and each summed column's change, from the rows `old` to `new`."""
     added = sum(1 for o in old if o is None)
-    diffs = [sum(r[i] for r in new) - sum(o[i] for o in old if o is not None) for i in sums]
-    diffs += [0] * (3 - len(diffs))
-    return (name, added, *diffs, min(r[min_col] for r in new))
+    return [
+        added,
+        *(sum(r[i] for r in new) - sum(o[i] for o in old if o is not None) for i in sums),
+    ]
 
 
 def _key(outcome: Any, chosen: Any, b: Any, how: Any, dup: Any) -> tuple[Any, ...] | None:
@@ -732,6 +756,11 @@ def _key(outcome: Any, chosen: Any, b: Any, how: Any, dup: Any) -> tuple[Any, ..
 def tally_key(row: list[Any]) -> tuple[Any, ...] | None:
     """Where a decision row counts in `signals_tally` (None: it has no outcome)."""
     return _key(row[OUTCOME_], row[CHOSEN], row[BUCKET], row[HOW], row[DUP])
+
+
+@functools.cache
+def _timelines_sql(sessions: int) -> str:
+    return " UNION ALL ".join(f"{_BEFORE.format(n)} UNION ALL {_AFTER}" for n in range(sessions))
 
 
 def _position(entry: tuple[Any, ...]) -> tuple[int, int]:
