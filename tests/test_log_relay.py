@@ -210,29 +210,6 @@ def test_a_stuck_pump_does_not_stall_waiting_appenders(pg_url: str) -> None:
         holder.wait()
 
 
-def test_independent_queries_read_together_give_what_each_gives_alone(db_url: str) -> None:
-    """`Tx.fetch_each` (pipelined on PostgreSQL: sent together, read after) answers exactly as
-    the queries one by one do."""
-    with Plaudit.open(db_url) as p:
-        p.log.append_batch([event(f"f{i}", i) for i in range(5)])
-        queries: list[tuple[str, tuple[Any, ...]]] = [
-            ("SELECT id FROM plaudit_events WHERE seq <= ? ORDER BY seq", (3,)),
-            ("SELECT seq FROM plaudit_head WHERE one = 1", ()),
-            ("SELECT id FROM plaudit_events WHERE id = ?", ("absent",)),
-        ]
-        with p.log.reading() as view:
-            alone = [view.tx.fetchall(sql, params) for sql, params in queries]
-        b: Any = p.backend
-        if hasattr(b, "try_sequence"):
-            with b.try_sequence(wait=True) as (tx, _):
-                together = tx.fetch_each(queries)
-        else:
-            with b.write() as tx:
-                together = tx.fetch_each(queries)
-        assert [[tuple(r) for r in rows] for rows in together] == alone
-        assert alone[0] == [("f0",), ("f1",), ("f2",)] and alone[1] == [(5,)] and alone[2] == []
-
-
 @pytest.mark.postgres
 def test_only_intake_that_waits_for_a_pass_skips_its_own_flush(pg_url: str) -> None:
     """An appender that waits for a sequencing pass commits its intake without waiting for the

@@ -78,13 +78,6 @@ class Tx(ABC):
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.execute(sql, params).fetchall())
 
-    def fetch_each(
-        self, queries: Sequence[tuple[str, Sequence[Any]]]
-    ) -> list[list[tuple[Any, ...]]]:
-        """The rows of several independent queries. Where statements are pipelined they are
-        all sent before any result is read: one round trip instead of one each."""
-        return [self.fetchall(sql, params) for sql, params in queries]
-
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         return self.execute(sql, params).fetchone()
 

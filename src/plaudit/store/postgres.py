@@ -104,19 +104,6 @@ class PostgresTx(Tx):
             cur.execute(_translate(sql), params or None)
         return cur
 
-    def fetch_each(
-        self, queries: Sequence[tuple[str, Sequence[Any]]]
-    ) -> list[list[tuple[Any, ...]]]:
-        if not self.pipelined:
-            return super().fetch_each(queries)
-        cursors = []
-        with _translated():
-            for sql, params in queries:
-                cur = self.conn.cursor()
-                cur.execute(_translate(sql), params or None)
-                cursors.append(cur)
-            return [list(cur.fetchall()) for cur in cursors]
-
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         rows = list(rows)
         if rows:
