@@ -8,22 +8,42 @@ the log runs --runs times as a child process, each time into a new directory (so
 is built: a re-export into the same directory copies unchanged hours instead, see
 `plaudit.signals.reuse`). Peak RSS is the child's ru_maxrss from `wait4`; wall and CPU time
 are reported beside it (medians). The first run also verifies the whole chain.
+
+A child's ru_maxrss starts at what its parent held when it forked (Linux keeps the high-water
+mark across exec), so this script keeps itself small: the stores are made by a child process
+of their own, and nothing of plaudit is imported here.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from signals_common import median, plaudit_command, run_measured
+
+MAKE_STORE = r"""
+import sys
 from plaudit import Plaudit
 from plaudit.seqmem import import_file
 from plaudit.signals import synth
-from signals_common import median, plaudit_command, run_measured
+n, src, db = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+with open(src, "w") as f:
+    synth.write(f, n, seed=1)
+with Plaudit.open(db, durability="normal") as p:
+    import_file(p.log, src)
+"""
+EVENTS = r"""
+import sys
+from plaudit import Plaudit
+with Plaudit.open(sys.argv[1], create=False) as p:
+    print(p.log.head().length)
+"""
 
 
 def main() -> int:
@@ -40,17 +60,19 @@ def main() -> int:
         src = work / f"seq_mem_{n}.jsonl"
         db = work / f"store_{n}.db"
         if not db.exists():
-            with open(src, "w") as f:
-                synth.write(f, n, seed=1)
-            with Plaudit.open(db, durability="normal") as p:
-                import_file(p.log, src)
+            subprocess.run(
+                [sys.executable, "-c", MAKE_STORE, str(n), str(src), str(db)], check=True
+            )
             src.unlink()
-        with Plaudit.open(db) as p:
-            events = p.log.head().length
+        events = int(
+            subprocess.run(
+                [sys.executable, "-c", EVENTS, str(db)], check=True, capture_output=True, text=True
+            ).stdout
+        )
         rss, wall, cpu = [], [], []
-        for run in range(args.runs):
+        for _ in range(args.runs):
             cmd = [*plaudit_command(), "signal", "export", "--db", str(db),
-                   "--output-dir", str(work / f"out_{n}_{run}"),
+                   "--output-dir", tempfile.mkdtemp(prefix=f"out_{n}_", dir=work),
                    "--max-age-hours", "100000"]  # fmt: skip
             # As installed: bytecode cached, whatever the environment says.
             w, r, rc, c = run_measured(cmd, env={"PYTHONDONTWRITEBYTECODE": ""})

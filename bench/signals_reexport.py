@@ -10,6 +10,10 @@ both the log (through the log's API, as emits would) and the file; `plaudit sign
 --db STORE` and the reference on the whole file run one after the other, as child processes.
 Each run's summaries are compared (counts, quality, distributions, split sizes); the figures
 are medians of wall time and CPU time (user + system, from `wait4`) per exporter.
+
+plaudit exports into the same directory every time, so it copies the hours whose rows did not
+change from its previous files (`plaudit.signals.reuse`); `--new-dir` exports into a new
+directory each run instead, which builds every row from the projection.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ def main() -> int:
     ap.add_argument("--reference", help="path to router_signal_export.py")
     ap.add_argument("--workdir", help="where to put the inputs and outputs (default: temp dir)")
     ap.add_argument("--extra", nargs="*", default=[], help="extra flags for plaudit's export")
+    ap.add_argument(
+        "--new-dir", action="store_true", help="plaudit exports into a new directory each run"
+    )
     args = ap.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="plaudit-bench-reexport-"))
@@ -86,6 +93,9 @@ def main() -> int:
     run_measured(plaudit, env=env)
     all_same = True
     for run in range(args.runs):
+        if args.new_dir:
+            out = work / f"out_plaudit_{run}"
+            plaudit[plaudit.index("--output-dir") + 1] = str(out)
         batch = []
         for row in more_rows(max(1, args.decisions // 100), run, seed=1000):
             batch.append(row)
@@ -106,7 +116,8 @@ def main() -> int:
             results[name]["wall"].append(wall)
             results[name]["cpu"].append(cpu)
         if args.reference:
-            ours = json.loads((work / "out_plaudit" / "summary.json").read_text())
+            out_dir = plaudit[plaudit.index("--output-dir") + 1]
+            ours = json.loads((Path(out_dir) / "summary.json").read_text())
             theirs = json.loads((work / "out_reference" / "summary.json").read_text())
             all_same = all_same and same_summary(ours, theirs)
         print(

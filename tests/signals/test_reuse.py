@@ -140,3 +140,57 @@ def test_an_hour_left_empty_before_a_copied_one(tmp_path: Path, copies) -> None:
         p.log.append(decision(5, "d0", 3))
         _check(p, tmp_path / "out", tmp_path / "full")
     assert copies == [0, 1, 2]  # hour 1, now empty, and hour 2
+
+
+def test_a_store_of_the_first_version_is_upgraded(tmp_path: Path) -> None:
+    """A store whose `signals` projection is version 1 and has the export's old mark
+    (`signals_checkpoint`): the next export rebuilds the projection, drops the mark and
+    verifies with the log's own checkpoints."""
+    import sqlite3
+
+    db = tmp_path / "p.db"
+    with Plaudit.open(db) as p:
+        for i in range(6):
+            _emit(p, i, hour=i)
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE signals_checkpoint (one INTEGER PRIMARY KEY, seq INTEGER, hash BLOB)"
+    )
+    conn.execute("INSERT INTO signals_checkpoint VALUES (1, 3, x'00')")
+    conn.execute("UPDATE plaudit_projections SET version = 1 WHERE name = 'signals'")
+    conn.close()
+    with Plaudit.open(db) as p:
+        summary = _check(p, tmp_path / "out", tmp_path / "full")
+        assert summary["input"]["verified"]["ok"] is True
+        assert summary["counts"]["joined_rows"] == 6
+        with p.log.reading() as view:
+            assert not view.tx.table_exists("signals_checkpoint")
+            assert view.projection_positions()["signals"] == len(p.log)
+
+
+def test_files_replaced_before_the_index_is_saved_are_not_taken_for_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copies
+) -> None:
+    """Export A puts its files in place; before A records its index, export B (after one
+    more event) replaces them. The next export must not copy A's ranges out of B's files."""
+    out = tmp_path / "out"
+    with Plaudit.open(tmp_path / "p.db") as p:
+        for i in range(12):
+            _emit(p, i, hour=i // 3, session=f"s{i}")
+        _check(p, out, tmp_path / "full")
+        save = reuse.HourWriter.save
+        raced = []
+
+        def late_save(self: reuse.HourWriter, plaudit: Plaudit) -> None:
+            if not raced:
+                raced.append(True)
+                _emit(plaudit, 99, hour=1, session="late")
+                export(plaudit=plaudit, output_dir=out, now_ms=NOW, max_age_hours=100_000)
+            save(self, plaudit)
+
+        monkeypatch.setattr(reuse.HourWriter, "save", late_save)
+        _emit(p, 50, hour=0, session="x")
+        export(plaudit=p, output_dir=out, now_ms=NOW, max_age_hours=100_000)  # A, then B
+        monkeypatch.setattr(reuse.HourWriter, "save", save)
+        _check(p, out, tmp_path / "full")
+    assert raced and copies[-1] == 0

@@ -202,6 +202,8 @@ class _Outputs:
                             os.remove(final)
                 raise
             _fsync_dir(self.out_root)
+            if self.by_hour is not None:  # which files these are, before another export's
+                self.by_hour.placed()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def abort(self) -> None:

@@ -91,6 +91,7 @@ class HourWriter:
         self.copied_hours = 0
         self.built_hours = 0
         self.opened = False  # whether the rows were written through this
+        self._placed: list[Identity] | None = None  # the files' identities once in place
 
     def open(self, tx: Tx) -> None:
         self.previous = Previous.load(tx, self.output_dir, self.splits, self.paths)
@@ -164,11 +165,21 @@ class HourWriter:
         assert self.previous is not None
         self.writers[split].copy_from(self.previous.fds[split], *run)
 
-    def save(self, plaudit: Plaudit) -> None:
-        """Record what the files now in place hold, for the next export (best effort: a store
-        this process cannot write to simply exports every row next time)."""
+    def placed(self) -> None:
+        """The files are in place: note which they are (called under the directory's lock, so
+        an export that replaces them right after cannot be mistaken for this one)."""
         try:
-            files = [_identity(os.stat(path)) for path in self.paths]
+            self._placed = [_identity(os.stat(path)) for path in self.paths]
+        except OSError:
+            self._placed = None
+
+    def save(self, plaudit: Plaudit) -> None:
+        """Record what the files this export put in place hold, for the next export (best
+        effort: a store this process cannot write to simply exports every row next time)."""
+        files = self._placed
+        if files is None:
+            return
+        try:
             with plaudit.log.writer() as w:
                 w.tx.execute(
                     "INSERT INTO signals_exports (output_dir, splits, files, hours)"
