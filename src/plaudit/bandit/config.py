@@ -45,7 +45,7 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     explore_max: float = 0.5
     #: When the budget binds, this share of it is kept for `explore_slots` exploration slots.
     explore_share: float = 0.1
-    explore_slots: int = 8
+    explore_slots: int = 16
     #: Change detection ("detect", CUSUM per scope and arm) or "off" (nothing is forgotten
     #: unless a half-life is set).
     drift: str = "detect"

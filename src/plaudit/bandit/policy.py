@@ -88,12 +88,19 @@ class Plan:
     slot_tokens: int
     slot_q: FloatArr  # per-arm probability that one slot picks it (binding only)
     slots: int
+    #: one slot for the arms too big for the others (binding only)
+    big_q: FloatArr | None = None
+    big_slots: int = 0
 
     @property
     def propensities(self) -> FloatArr:
         """P(arm is included) for every arm: 1 in the core, else its exploration chance."""
-        p = 1.0 - (1.0 - self.slot_q) ** self.slots if self.binding else self.explore
-        return np.where(self.core, 1.0, p)
+        if not self.binding:
+            return np.where(self.core, 1.0, self.explore)
+        miss = (1.0 - self.slot_q) ** self.slots
+        if self.big_q is not None and self.big_slots:
+            miss = miss * (1.0 - self.big_q) ** self.big_slots
+        return np.where(self.core, 1.0, 1.0 - miss)
 
 
 def bars(tokens: IntArr, miss_cost: float | None, threshold: float) -> FloatArr:
@@ -125,11 +132,11 @@ def _fill(order: IntArr, tokens: IntArr, budget: int) -> BoolArr:
     return chosen
 
 
-def kept(inp: PolicyInput) -> BoolArr:
+def kept(inp: PolicyInput, *, proof: bool = True) -> BoolArr:
     """Arms the posteriors keep in the core: P(theta >= bar) >= core_level, or (where proof is
-    required) their own evidence cannot yet rule them out."""
+    required, and `proof`) their own evidence cannot yet rule them out."""
     keep = tail_at_least(inp.bar, inp.alpha, inp.beta, inp.core_level)
-    if inp.proof is not None and inp.proof_s is not None and inp.proof_f is not None:
+    if proof and inp.proof is not None and inp.proof_s is not None and inp.proof_f is not None:
         todo = np.flatnonzero(inp.proof & ~keep)
         if todo.size:
             keep[todo] = tail_at_least(
@@ -139,6 +146,18 @@ def kept(inp: PolicyInput) -> BoolArr:
                 inp.proof_level,
             )
     return keep
+
+
+def discovery(inp: PolicyInput) -> FloatArr:
+    """When the budget binds, how much an arm is worth trying in this scope: 1 for an arm never
+    tried here, halved by each run here that did not reference it (the odds that an arm needed
+    in about half of this task type's runs would have missed them all), 0 once referenced
+    here (then the posterior decides). A large inventory is searched this way, untried arms
+    first, instead of trusting that an arm useless to other task types is useless to this
+    one."""
+    if inp.proof_s is None or inp.proof_f is None:
+        return np.zeros(inp.alpha.shape[0])
+    return np.where(inp.proof_s > 0, 0.0, 0.5**inp.proof_f)
 
 
 def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
@@ -170,15 +189,21 @@ def plan(inp: PolicyInput) -> Plan:
     # Trying every arm min_pulls times is a sensible start only when the inventory fits; a
     # binding budget explores through the slots instead.
     fresh = inp.underexplored & (not binding)
-    want = inp.protected | fresh | kept(inp)
+    # With a binding budget an arm cannot wait in the core for its own runs to rule it out:
+    # the search for arms that matter (`discovery`) takes their place in the exploration slots.
+    keep = kept(inp, proof=not binding)
+    want = inp.protected | fresh | keep
     want_tokens = int(tokens[want].sum())
     # When the inventory overflows the budget, `explore_share` of it is kept for exploration.
     room = int(inp.budget * (1.0 - inp.explore_share)) if binding else inp.budget
     if want_tokens <= room:
         core = want
     else:
-        # protected always, then underexplored, then the best expected saving per token
-        key = mu / np.maximum(inp.bar, 1e-12)
+        # protected always, then underexplored, then by what the arm surely saves per token:
+        # the posterior's lower bound (mean - 2 sd) over the bar, so an arm known to be needed
+        # goes before one the prior merely hopes for
+        sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+        key = (mu - 2.0 * sd) / np.maximum(inp.bar, 1e-12)
         key = key + _UNDEREXPLORED * fresh + _PROTECTED * inp.protected
         prot = inp.protected
         left = max(room - int(tokens[prot].sum()), 0)
@@ -187,19 +212,39 @@ def plan(inp: PolicyInput) -> Plan:
     e = np.full(n, inp.explore_floor)
     if inp.explore_min is not None:
         e = np.maximum(e, inp.explore_min)
+    if binding:
+        # arms the posteriors keep but the budget left out go first, then the search
+        e = np.maximum(e, np.where(keep, 1.0, discovery(inp)))
     e = np.where(core, 0.0, np.minimum(e, inp.explore_max))
     if not binding:
         return Plan(core, e, False, 0, np.zeros(n), 0)
     remaining = max(inp.budget - int(tokens[core].sum()), 0)
-    # Slots big enough for most candidates (their 80th percentile), at most explore_slots.
-    cand = tokens[~core]
-    typical = int(np.quantile(cand, 0.8)) if cand.size else 0
+    # Slots big enough for most candidates (their 80th percentile), at most explore_slots; and
+    # one slot sized for the largest candidate that fits, so that no arm is too big to try.
+    cand = (~core) & (e > 0) & (tokens <= remaining)
+    costs = tokens[cand]
+    big_q = np.zeros(n)
+    big_slots = 0
+    typical = 0
+    if costs.size:
+        at = int(0.8 * (costs.size - 1))
+        typical = int(np.partition(costs, at)[at])
+        largest = int(costs.max())
+        big = cand & (tokens > typical)
+        wb, ws = float(e[big].sum()), float(e[cand & ~big].sum())
+        if wb > 0.0 and remaining >= largest + typical:
+            # as many big slots as give a big arm the same chance per unit of weight as a
+            # small one, within what the budget leaves for the small slots
+            small = remaining / (typical + largest * wb / max(ws, 1e-12))
+            big_slots = max(1, min(int(small * wb / max(ws, 1e-12)), remaining // largest - 1))
+            big_q = np.where(big, e, 0.0) / max(1.0, wb)
+            remaining -= big_slots * largest
     slot_tokens = min(remaining, max(remaining // max(int(inp.explore_slots), 1), typical))
     slots = max(1, remaining // slot_tokens) if slot_tokens > 0 else 1
-    fits = (~core) & (tokens <= slot_tokens)
+    fits = cand & (tokens <= slot_tokens)
     w = np.where(fits, e, 0.0)
     q = w / max(1.0, float(w.sum()))
-    return Plan(core, e, True, int(slot_tokens), q, slots)
+    return Plan(core, e, True, int(slot_tokens), q, slots, big_q, big_slots)
 
 
 def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
@@ -208,14 +253,14 @@ def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
     if not p.binding:
         chosen |= rng.random(chosen.shape[0]) < p.explore
         return chosen
-    total = float(p.slot_q.sum())
-    if total <= 0.0:
-        return chosen
-    # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
-    probs = np.append(p.slot_q, max(0.0, 1.0 - total))
-    picks = rng.choice(probs.shape[0], size=p.slots, p=probs / probs.sum())
-    picks = picks[picks < chosen.shape[0]]
-    chosen[picks] = True
+    for q, k in ((p.slot_q, p.slots), (p.big_q, p.big_slots)):
+        total = 0.0 if q is None or k == 0 else float(q.sum())
+        if total <= 0.0:
+            continue
+        # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
+        probs = np.append(q, max(0.0, 1.0 - total))
+        picks = rng.choice(probs.shape[0], size=k, p=probs / probs.sum())
+        chosen[picks[picks < chosen.shape[0]]] = True
     return chosen
 
 
@@ -323,9 +368,7 @@ def for_scope(
     under = global_pulls < cfg.min_pulls
     if contextual:
         under = under | (scope["pulls"] < cfg.min_pulls_context)
-    proof = None
-    if scope_obs >= cfg.proof_after:
-        proof = scope["pw"] >= 1.0
+    proof = scope["pw"] >= 1.0 if scope_obs >= cfg.proof_after else None
     return from_config(
         cfg,
         alpha,
