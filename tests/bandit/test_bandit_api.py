@@ -69,7 +69,6 @@ def test_excluded_arms_get_no_update(pl: Plaudit, arms) -> None:
         threshold=1.0,
         miss_cost_tokens=None,
         baseline_rate=0.0,
-        optimism=0.0,
         explore_max=1e-6,
         explore_floor=1e-6,
     )
@@ -182,20 +181,30 @@ def _observe_many(pl: Plaudit, arms, n: int, context: str | None, output: str) -
         pl.bandit.observe(sel.run_id, output)
 
 
-def test_context_is_shrunk_towards_global_not_cold(pl: Plaudit, arms) -> None:
+def test_a_contexts_prior_comes_from_the_other_contexts(pl: Plaudit, arms) -> None:
     # include everything, so every arm gets each update; no change detection, to check sums
     pl.bandit.configure(baseline_rate=1.0, drift="off")
-    _observe_many(pl, arms, 30, "research", "nothing referenced")
+    for i in range(20):  # Bash is called in every "always" run
+        sel = pl.bandit.select(arms, token_budget=100_000, context="always", seed=i)
+        pl.bandit.observe(sel.run_id, "ran it", tool_calls=[{"name": "Bash"}])
+    _observe_many(pl, arms, 20, "never", "nothing referenced")
     g = {s.id: s for s in pl.bandit.posteriors()}["tool:exec:Bash"]
-    assert (g.alpha, g.beta) == (0.75, 30.25)
-    mu_g = 0.75 / 31.0
-    # A new context starts from the global mean as a prior worth k=2 observations
+    assert (g.alpha, g.beta) == (20.75, 20.25)  # the global scope pools both
+    # A new context: the two others' rates are 1 and 0, so m = 0.5 and their spread, less the
+    # binomial noise of 20 runs each, is far wider than a Beta(2m, 2(1 - m)) would give: the
+    # prior is weak (kappa = 0.25 / tau^2 - 1, clipped at 0.3), so the new type learns from its
+    # own runs.
+    spread = 0.25
+    tau_hat = (1.0 + 0.0 - 2 * 0.25) - spread * (1 / 20 + 1 / 20)
+    tau2 = (2 * spread / 3 + tau_hat) / 3
+    kappa = max(spread / tau2 - 1.0, 0.3)
     fresh = {s.id: s for s in pl.bandit.posteriors("brand-new")}["tool:exec:Bash"]
-    assert fresh.alpha == pytest.approx(2 * mu_g) and fresh.beta == pytest.approx(2 * (1 - mu_g))
+    assert fresh.alpha == pytest.approx(kappa * 0.5) and fresh.beta == pytest.approx(kappa * 0.5)
     assert fresh.pulls == 0
-    # The context's own data is added on top: research has 30 misses of its own
-    r = {s.id: s for s in pl.bandit.posteriors("research")}["tool:exec:Bash"]
-    assert r.beta == pytest.approx(2 * (1 - mu_g) + 30)
+    # A context's prior leaves its own runs out: "always" sees only "never" (rate 0, one
+    # context: the prior strength k0 = 2), and adds its own 20 successes.
+    a = {s.id: s for s in pl.bandit.posteriors("always")}["tool:exec:Bash"]
+    assert a.alpha == pytest.approx(20.0, abs=1e-4) and a.beta == pytest.approx(2.0, abs=1e-4)
 
 
 def test_discount_by_runs_is_deterministic_and_survives_rebuild(

@@ -86,7 +86,7 @@ def test_protection_by_id_and_glob() -> None:
 def test_baseline_rate_auto_follows_the_seed() -> None:
     cfg = merged(BanditConfig(), {"baseline_rate": "auto"})
     assert [cfg.rate_for(n) for n in (1, 10, 11, 50, 51)] == [0.2, 0.2, 0.1, 0.1, 0.05]
-    assert BanditConfig().rate_for(3) == 0.01
+    assert BanditConfig().rate_for(3) == 0.0
 
 
 @pytest.mark.parametrize(

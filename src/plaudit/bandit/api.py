@@ -206,19 +206,10 @@ class Bandit:
                 ids = cache.registry.ids
                 if not ids:
                     raise ValidationError("arms", "none given and none registered")
-                tokens = cache.registry.tokens
-                protected = cache.protected
-                alpha, beta, gpulls, _ = cache.posterior(tx, context)
             else:
                 ids = [a.id for a in explicit]
-                tokens = np.fromiter((a.tokens for a in explicit), dtype=np.int64, count=len(ids))
-                protected = np.fromiter(
-                    (cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
-                )
-                alpha, beta, gpulls, _ = posteriors.for_arms(cache, tx, explicit, context)
-        inp = policy.from_config(
-            cfg, alpha, beta, tokens, protected, gpulls < cfg.min_pulls, token_budget
-        )
+            inp = cache.policy_input(tx, context, cfg, token_budget, explicit)
+        tokens = inp.tokens
         rng = np.random.default_rng(seed)
         rate = cfg.rate_for(len(ids))
         fits = int(tokens.sum()) <= token_budget
@@ -253,7 +244,8 @@ class Bandit:
             "policy": {
                 "threshold": cfg.threshold,
                 "miss_cost": policy_miss_cost(cfg, tokens, token_budget),
-                "optimism": cfg.optimism,
+                "core_level": cfg.core_level,
+                "proof_level": cfg.proof_level,
                 "explore_floor": cfg.explore_floor,
                 "explore_max": cfg.explore_max,
                 "min_pulls": cfg.min_pulls,

@@ -27,28 +27,53 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: usefulness x miss_cost >= its own tokens. "auto": a retry with the full prompt, i.e. the
     #: considered inventory's tokens (at most the budget). None: the flat `threshold` for all.
     miss_cost_tokens: float | str | None = "auto"
-    #: Exploration: every arm outside the core is drawn with the posterior chance that it is
-    #: worth its bar, kept within [explore_floor, explore_max]; the floor keeps propensities > 0.
-    explore_floor: float = 0.01
+    #: The core takes an arm when the posterior probability that it clears its bar is at least
+    #: this: arms near their bar stay in (and keep being observed) until the evidence clears
+    #: them.
+    core_level: float = 0.3
+    #: Where a scope has had `proof_after` runs, an arm stays in the core until its own runs
+    #: there show, at level `proof_level`, that it is needed less often than max(its bar,
+    #: `proof_bar`) (Jeffreys prior on that scope's evidence alone): the shared prior may not
+    #: shut out an arm that this task type has not itself ruled out.
+    proof_level: float = 0.02
+    proof_bar: float = 0.05
+    proof_after: int = 40
+    #: Every arm outside the core is explored with at least this probability (so every
+    #: propensity is above 0, and a dead arm that comes alive is found again), at most
+    #: explore_max.
+    explore_floor: float = 0.005
     explore_max: float = 0.5
     #: When the budget binds, this share of it is kept for `explore_slots` exploration slots.
     explore_share: float = 0.1
-    explore_slots: int = 8
-    #: The core takes an arm when mean + optimism x posterior sd reaches its bar: arms near
-    #: their bar stay in (and keep being observed) until the evidence clears them.
-    optimism: float = 1.0
+    explore_slots: int = 16
     #: Change detection ("detect", CUSUM per scope and arm) or "off" (nothing is forgotten
     #: unless a half-life is set).
     drift: str = "detect"
-    #: CUSUM alarm level (log-likelihood ratio); higher = fewer false alarms, slower reaction.
+    #: CUSUM alarm levels (log-likelihood ratios) for a rise and for a drop of an arm's
+    #: usefulness; a false drop costs more (nothing corrects an arm that is left out), so it
+    #: needs more evidence.
     drift_threshold: float = 6.0
+    drift_drop_threshold: float = 12.0
     #: After a detected change, the prior counts are scaled by this, so new data leads.
     drift_reset_prior_weight: float = 0.2
+    #: A drop of an arm needed at least this often is a *central* drop: the task type's
+    #: workflow changed, so it re-explores (`restart_*`), and the arm may have moved to
+    #: another task type (`moved_*`).
+    drift_central: float = 0.25
+    restart_explore: float = 0.2
+    restart_runs: int = 30
+    moved_explore: float = 0.3
+    moved_runs: int = 300
     #: Arms with fewer global pulls are always included (still subject to the budget).
     min_pulls: int = 5
+    #: ... and, with a context, arms with fewer pulls in that context (a new task type tries
+    #: its arms a few times before the shared prior may leave them out).
+    min_pulls_context: int = 5
     #: Probability of a baseline (full-prompt) run; "auto" picks by inventory size. Learning
-    #: does not need them (exploration does that), they measure observed usage and latency.
-    baseline_rate: float | str = 0.01
+    #: does not need them (exploration does that), and savings are measured against each run's
+    #: counterfactual without them; they measure the full prompt's observed usage, duration
+    #: and errors, and each costs what the full prompt costs.
+    baseline_rate: float | str = 0.0
     #: "active" selects and learns; "passive" includes everything and learns nothing.
     phase: str = "active"
     #: Evidence halves every this many observations (log order); None = no discount.
@@ -57,14 +82,13 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     half_life_days: float | None = None
     #: Whether a run observed with an error updates posteriors.
     update_on_error: bool = False
-    #: A context borrows at most this many pseudo-observations from the global posterior.
+    #: k0: the strength of a context's prior when no other context has evidence, and of the
+    #: prior on the spread between contexts (see `hierarchy.py`).
     context_pseudo_count: float = 2.0
     #: Priors by arm type, e.g. {"file": [1, 1]}, overriding the kind default.
     type_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
     #: Priors by arm id or glob, the most specific override.
     arm_priors: dict[str, list[float]] = msgspec.field(default_factory=dict)
-    #: Unused since propensities are exact; accepted so that older logs still replay.
-    propensity_samples: int = 256
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -96,8 +120,10 @@ class BanditConfig(msgspec.Struct, kw_only=True):
 
         return DriftSettings(
             enabled=self.drift == "detect",
-            threshold=self.drift_threshold,
+            rise_threshold=self.drift_threshold,
+            drop_threshold=self.drift_drop_threshold,
             reset_prior_weight=self.drift_reset_prior_weight,
+            central=self.drift_central,
         )
 
     def rate_for(self, n_arms: int) -> float:
@@ -108,6 +134,12 @@ class BanditConfig(msgspec.Struct, kw_only=True):
 
 
 _FIELDS = set(BanditConfig.__struct_fields__)
+#: Settings of earlier versions: accepted (and ignored) when an old log replays, refused with a
+#: pointer to their replacement when set now.
+LEGACY = {
+    "optimism": "replaced by core_level in 0.3",
+    "propensity_samples": "unused since propensities are exact",
+}
 
 
 def _number(name: str, value: Any, lo: float, hi: float, *, integer: bool = False) -> float:
@@ -143,12 +175,17 @@ def _prior_map(name: str, value: Any, *, keys_are_types: bool) -> dict[str, list
     return out
 
 
-def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
-    """Check a partial update; returns it normalised. Unknown keys are an error."""
+def validate_changes(changes: Mapping[str, Any], *, replay: bool = False) -> dict[str, Any]:
+    """Check a partial update; returns it normalised. Unknown keys are an error; settings of
+    earlier versions are dropped when `replay`ing an old log, and an error otherwise."""
     if not isinstance(changes, Mapping):
         raise ValidationError("config", f"must be an object, got {type(changes).__name__}")
     out: dict[str, Any] = {}
     for key, value in changes.items():
+        if key in LEGACY:
+            if replay:
+                continue
+            raise ValidationError(str(key), f"is no longer a setting ({LEGACY[key]})")
         if key not in _FIELDS:
             raise ValidationError(
                 str(key), f"unknown setting (one of {', '.join(sorted(_FIELDS))})"
@@ -164,8 +201,19 @@ def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = list(value)
         elif key == "threshold":
             out[key] = float(_number(key, value, 0.0, 1.0))
-        elif key == "min_pulls":
+        elif key in ("min_pulls", "min_pulls_context", "proof_after"):
             out[key] = int(_number(key, value, 0, 1_000_000, integer=True))
+        elif key in ("restart_runs", "moved_runs"):
+            out[key] = int(_number(key, value, 0, 1_000_000_000, integer=True))
+        elif key in (
+            "core_level",
+            "proof_level",
+            "proof_bar",
+            "drift_central",
+            "restart_explore",
+            "moved_explore",
+        ):
+            out[key] = float(_number(key, value, 0.0, 1.0))
         elif key == "baseline_rate":
             out[key] = value if value == "auto" else float(_number(key, value, 0.0, 1.0))
         elif key == "phase":
@@ -184,15 +232,13 @@ def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = float(_number(key, value, 1e-6, 1.0))
         elif key == "explore_share":
             out[key] = float(_number(key, value, 0.0, 0.9))
-        elif key == "optimism":
-            out[key] = float(_number(key, value, 0.0, 10.0))
         elif key == "explore_slots":
             out[key] = int(_number(key, value, 1, 1000, integer=True))
         elif key == "drift":
             if value not in ("detect", "off"):
                 raise ValidationError(key, f"must be 'detect' or 'off', got {value!r}")
             out[key] = value
-        elif key == "drift_threshold":
+        elif key in ("drift_threshold", "drift_drop_threshold"):
             out[key] = float(_number(key, value, 0.5, 1000.0))
         elif key == "drift_reset_prior_weight":
             out[key] = float(_number(key, value, 0.0, 1.0))
@@ -202,13 +248,13 @@ def validate_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = _prior_map(key, value, keys_are_types=True)
         elif key == "arm_priors":
             out[key] = _prior_map(key, value, keys_are_types=False)
-        elif key == "propensity_samples":
-            out[key] = int(_number(key, value, 16, 100_000, integer=True))
     return out
 
 
-def merged(base: BanditConfig, changes: Mapping[str, Any]) -> BanditConfig:
-    new = msgspec.convert({**base.to_dict(), **validate_changes(changes)}, BanditConfig)
+def merged(base: BanditConfig, changes: Mapping[str, Any], *, replay: bool = False) -> BanditConfig:
+    new = msgspec.convert(
+        {**base.to_dict(), **validate_changes(changes, replay=replay)}, BanditConfig
+    )
     if new.explore_floor > new.explore_max:
         raise ValidationError(
             "explore_floor", f"{new.explore_floor} is above explore_max {new.explore_max}"
@@ -217,4 +263,5 @@ def merged(base: BanditConfig, changes: Mapping[str, Any]) -> BanditConfig:
 
 
 def from_dict(data: Mapping[str, Any]) -> BanditConfig:
-    return msgspec.convert(dict(data), BanditConfig)
+    known = {k: v for k, v in data.items() if k in _FIELDS}
+    return msgspec.convert(known, BanditConfig)

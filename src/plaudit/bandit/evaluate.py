@@ -181,7 +181,8 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     second half's selected runs, whose outcomes those posteriors have not seen. Reusing the
     outcomes a candidate learned from would bias every estimator upwards."""
     from plaudit.bandit import config as cfgmod
-    from plaudit.bandit import evidence, policy
+    from plaudit.bandit import policy
+    from plaudit.bandit.memory import MemoryLearner
     from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2
 
     cfg = bandit.config
@@ -190,8 +191,6 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     ids = [a.id for a in arms]
     pos = {a: i for i, a in enumerate(ids)}
     tokens = np.array([a.tokens for a in arms], dtype=np.float64)
-    kinds = [a.effective_kind for a in arms]
-    prior = np.array([cfg.prior(i, k) for i, k in zip(ids, kinds, strict=True)]).reshape(-1, 2)
     runs: dict[str, Any] = {}
     observations: list[Any] = []
     for ev in bandit.p.log.replay(types=[RUN_V2, OBSERVATION_V1]):
@@ -203,54 +202,28 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     if len(observations) < 20:
         raise ValueError(f"only {len(observations)} observed runs: evaluation needs at least 20")
     half = len(observations) // 2
-    n = len(ids)
-    state: dict[str, dict[str, np.ndarray]] = {}
-    drift = cfg.drift_settings()
-
-    def scope(name: str) -> dict[str, np.ndarray]:
-        if name not in state:
-            state[name] = evidence.fresh(n)
-        return state[name]
-
+    learner = MemoryLearner(ids, [a.effective_kind for a in arms], cfg)
     for ev in observations[:half]:
         rewards = ev.payload["rewards"]
         idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
         r = np.array([rewards[a] for a in rewards if a in pos], dtype=np.float64)
-        for name in ("", ev.payload.get("context") or ""):
-            st = scope(name)
-            new = evidence.update({k: v[idx] for k, v in st.items()}, r, drift)
-            for k, v in new.items():
-                st[k][idx] = v
-            if not ev.payload.get("context"):
-                break
-
-    def posterior(context: str | None) -> tuple[np.ndarray, np.ndarray]:
-        g = scope("")
-        ga, gb = prior[:, 0] * g["pw"] + g["s"], prior[:, 1] * g["pw"] + g["f"]
-        if not context:
-            return ga, gb
-        c = scope(context)
-        mu = ga / (ga + gb)
-        k = cfg.context_pseudo_count * c["pw"]
-        return k * mu + c["s"], k * (1 - mu) + c["f"]
-
+        learner.learn(ev.payload.get("context") or None, idx, r)
     protected = np.array([candidate.is_protected(i) for i in ids], dtype=bool)
-    pulls = scope("")["s"] + scope("")["f"]
     pi: dict[Any, np.ndarray] = {}
     current: dict[Any, np.ndarray] = {}
     model: dict[Any, np.ndarray] = {}
     logged: list[LoggedRun] = []
+    t = tokens.astype(np.int64)
     for ev in observations[half:]:
         run = runs[ev.payload["run_id"]]
         if run.get("is_baseline") and run["inventory_tokens"] > run["budget"]:
             continue  # a random-order fill of a binding budget has no exact propensity
         key = (run.get("context"), run["budget"])
         if key not in pi:
-            a, b = posterior(key[0])
+            a, b = learner.posterior(key[0] or None)
             model[key] = a / (a + b)
-            t = tokens.astype(np.int64)
             for c, target in ((candidate, pi), (cfg, current)):
-                inp = policy.from_config(c, a, b, t, protected, pulls < c.min_pulls, key[1])
+                inp = learner.policy_input(key[0] or None, t, protected, key[1], c)
                 target[key] = policy.plan(inp).propensities
         inc = [(pos[a], p) for a, p in zip(run["included"], run["p"], strict=True) if a in pos]
         idx = np.array([i for i, _ in inc], dtype=np.int64)

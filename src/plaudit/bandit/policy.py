@@ -3,21 +3,26 @@ the library, the simulator and the benchmarks.
 
 It thinks in expected cost. Leaving out an arm that the run needs costs `miss_cost` tokens (a
 retry, a worse answer); including it costs its own tokens. So an arm earns its place when its
-posterior mean usefulness mu reaches its bar, `tokens / miss_cost` (capped by `threshold`).
+usefulness theta reaches its bar, `tokens / miss_cost` (capped by `threshold`).
 
 A run is drawn in two parts, which keeps every inclusion probability exact and cheap:
 
-* the **core**: protected arms, underexplored arms (when the inventory fits the budget), and
-  every arm whose mu + optimism x sd reaches its bar, in that order of priority, then by
-  mu / bar (expected saving per token) when the budget binds; the core is a deterministic
-  function of the posteriors, so its arms have probability 1;
-* **exploration**: each other arm is drawn with a probability e that we choose: the expected
-  miss cost that leaving it out risks, per token it costs (E[(theta - bar)+] / bar under a
-  normal approximation of the posterior), plus `explore_floor`, at most `explore_max`. When
-  everything fits the budget the draws are independent coins, so P(in) = e exactly. When the
-  budget binds, `explore_share` of it is kept for up to `explore_slots` slots (each big enough
-  for most candidates); each slot picks one arm that fits it with probability
-  q = e / max(1, sum e), so P(in) = 1 - (1 - q)^slots exactly.
+* the **core**, a deterministic function of the posteriors, in this order of priority:
+  protected arms; underexplored arms (when the inventory fits the budget); arms whose posterior
+  probability of clearing their bar, P(theta >= bar), is at least `core_level`; and arms whose
+  *own* evidence in this scope cannot yet rule them out (`proof`): P(theta >= max(bar,
+  proof_bar)) >= proof_level under a Jeffreys prior on this scope's runs alone. The last rule
+  is what holds a rarely needed but critical arm through an early run of bad luck that the
+  shared prior would believe; it applies only to scopes with enough runs to afford it (see
+  `BanditConfig.proof_after`). When the budget binds, the core is filled in that order and then
+  by mean / bar (expected saving per token), leaving `explore_share` of the budget free;
+* **exploration**: every other arm is drawn with probability e = max(explore_floor,
+  explore_min), at most explore_max. `explore_min` carries the re-exploration that follows a
+  detected change (`exploration_minimum`). When everything fits the budget the draws are
+  independent coins, so P(in) = e exactly. When the budget binds, the budget the core left is
+  shared by up to `explore_slots` slots (each big enough for most candidates); each slot picks
+  one arm that fits it with probability q = e / max(1, sum e), so P(in) = 1 - (1 - q)^slots
+  exactly.
 
 Every arm that can be included therefore has a logged propensity above zero, which is what
 inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
@@ -31,6 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from plaudit.bandit.stats import tail_at_least
+
 if TYPE_CHECKING:
     from plaudit.bandit.config import BanditConfig
 
@@ -41,8 +48,6 @@ IntArr = NDArray[np.int64]
 #: Sort-key offsets: protected before underexplored before the rest (whose key is mu / bar).
 _PROTECTED = 1e12
 _UNDEREXPLORED = 1e9
-#: The logistic curve that approximates the standard normal CDF to within 0.01.
-_LOGISTIC_SCALE = 1.702
 
 
 @dataclass(frozen=True)
@@ -56,11 +61,21 @@ class PolicyInput:
     underexplored: BoolArr
     budget: int
     bar: FloatArr  # per arm: min(threshold, tokens / miss_cost)
-    explore_floor: float = 0.01
+    explore_floor: float = 0.005
     explore_max: float = 0.5
     explore_share: float = 0.1
     explore_slots: int = 8
-    optimism: float = 0.0  # the core takes arms whose mu + optimism * sd reaches the bar
+    #: the core takes arms with P(theta >= bar) >= core_level
+    core_level: float = 0.3
+    #: arms whose own evidence must rule them out before they leave the core, and that
+    #: evidence (successes, failures) in the selecting scope
+    proof: BoolArr | None = None
+    proof_s: FloatArr | None = None
+    proof_f: FloatArr | None = None
+    proof_bar: float = 0.05
+    proof_level: float = 0.02
+    #: a per-arm lower bound on the exploration probability (re-exploration after a change)
+    explore_min: FloatArr | None = None
 
 
 @dataclass(frozen=True)
@@ -73,12 +88,19 @@ class Plan:
     slot_tokens: int
     slot_q: FloatArr  # per-arm probability that one slot picks it (binding only)
     slots: int
+    #: one slot for the arms too big for the others (binding only)
+    big_q: FloatArr | None = None
+    big_slots: int = 0
 
     @property
     def propensities(self) -> FloatArr:
         """P(arm is included) for every arm: 1 in the core, else its exploration chance."""
-        p = 1.0 - (1.0 - self.slot_q) ** self.slots if self.binding else self.explore
-        return np.where(self.core, 1.0, p)
+        if not self.binding:
+            return np.where(self.core, 1.0, self.explore)
+        miss = (1.0 - self.slot_q) ** self.slots
+        if self.big_q is not None and self.big_slots:
+            miss = miss * (1.0 - self.big_q) ** self.big_slots
+        return np.where(self.core, 1.0, 1.0 - miss)
 
 
 def bars(tokens: IntArr, miss_cost: float | None, threshold: float) -> FloatArr:
@@ -110,17 +132,32 @@ def _fill(order: IntArr, tokens: IntArr, budget: int) -> BoolArr:
     return chosen
 
 
-def excess_ratio(mu: FloatArr, sd: FloatArr, bar: FloatArr) -> FloatArr:
-    """E[(theta - bar)+] / bar under a normal approximation of the posterior: the expected
-    miss cost avoided by including the arm, per token it costs. It shrinks as evidence that
-    the arm is below its bar accumulates, so exploration fades where it has nothing to find."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(sd > 0, (mu - bar) / sd, np.where(mu >= bar, 50.0, -50.0))
-    z = np.clip(z, -50.0, 50.0)
-    cdf = 1.0 / (1.0 + np.exp(-_LOGISTIC_SCALE * z))
-    pdf = np.exp(-0.5 * z * z) * 0.3989422804014327
-    gain = np.maximum(sd * (pdf + z * cdf), 0.0)
-    return np.where(bar > 0, gain / np.maximum(bar, 1e-12), 1.0)
+def kept(inp: PolicyInput, *, proof: bool = True) -> BoolArr:
+    """Arms the posteriors keep in the core: P(theta >= bar) >= core_level, or (where proof is
+    required, and `proof`) their own evidence cannot yet rule them out."""
+    keep = tail_at_least(inp.bar, inp.alpha, inp.beta, inp.core_level)
+    if proof and inp.proof is not None and inp.proof_s is not None and inp.proof_f is not None:
+        todo = np.flatnonzero(inp.proof & ~keep)
+        if todo.size:
+            keep[todo] = tail_at_least(
+                np.maximum(inp.bar[todo], inp.proof_bar),
+                0.5 + inp.proof_s[todo],
+                0.5 + inp.proof_f[todo],
+                inp.proof_level,
+            )
+    return keep
+
+
+def discovery(inp: PolicyInput) -> FloatArr:
+    """When the budget binds, how much an arm is worth trying in this scope: 1 for an arm never
+    tried here, halved by each run here that did not reference it (the odds that an arm needed
+    in about half of this task type's runs would have missed them all), 0 once referenced
+    here (then the posterior decides). A large inventory is searched this way, untried arms
+    first, instead of trusting that an arm useless to other task types is useless to this
+    one."""
+    if inp.proof_s is None or inp.proof_f is None:
+        return np.zeros(inp.alpha.shape[0])
+    return np.where(inp.proof_s > 0, 0.0, 0.5**inp.proof_f)
 
 
 def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
@@ -146,42 +183,68 @@ def plan(inp: PolicyInput) -> Plan:
     """The core and the exploration probabilities for one run."""
     a, b = inp.alpha, inp.beta
     n = a.shape[0]
-    total = a + b
-    mu = a / total
-    sd = np.sqrt(a * b / (total * total * (total + 1.0)))
+    mu = a / (a + b)
     tokens = inp.tokens
     binding = int(tokens.sum()) > inp.budget
     # Trying every arm min_pulls times is a sensible start only when the inventory fits; a
     # binding budget explores through the slots instead.
     fresh = inp.underexplored & (not binding)
-    want = inp.protected | fresh | (mu + inp.optimism * sd >= inp.bar)
+    # With a binding budget an arm cannot wait in the core for its own runs to rule it out:
+    # the search for arms that matter (`discovery`) takes their place in the exploration slots.
+    keep = kept(inp, proof=not binding)
+    want = inp.protected | fresh | keep
     want_tokens = int(tokens[want].sum())
     # When the inventory overflows the budget, `explore_share` of it is kept for exploration.
     room = int(inp.budget * (1.0 - inp.explore_share)) if binding else inp.budget
     if want_tokens <= room:
         core = want
     else:
-        # protected always, then underexplored, then the best expected saving per token
-        key = mu / np.maximum(inp.bar, 1e-12)
+        # protected always, then underexplored, then by what the arm surely saves per token:
+        # the posterior's lower bound (mean - 2 sd) over the bar, so an arm known to be needed
+        # goes before one the prior merely hopes for
+        sd = np.sqrt(a * b / ((a + b) ** 2 * (a + b + 1.0)))
+        key = (mu - 2.0 * sd) / np.maximum(inp.bar, 1e-12)
         key = key + _UNDEREXPLORED * fresh + _PROTECTED * inp.protected
         prot = inp.protected
         left = max(room - int(tokens[prot].sum()), 0)
         cand = np.flatnonzero(want & ~prot).astype(np.int64)
         core = prot | _fill_best(cand, key, tokens, left)
-    e = np.minimum(inp.explore_floor + excess_ratio(mu, sd, inp.bar), inp.explore_max)
-    e = np.where(core, 0.0, e)
+    e = np.full(n, inp.explore_floor)
+    if inp.explore_min is not None:
+        e = np.maximum(e, inp.explore_min)
+    if binding:
+        # arms the posteriors keep but the budget left out go first, then the search
+        e = np.maximum(e, np.where(keep, 1.0, discovery(inp)))
+    e = np.where(core, 0.0, np.minimum(e, inp.explore_max))
     if not binding:
         return Plan(core, e, False, 0, np.zeros(n), 0)
     remaining = max(inp.budget - int(tokens[core].sum()), 0)
-    # Slots big enough for most candidates (their 80th percentile), at most explore_slots.
-    cand = tokens[~core]
-    typical = int(np.quantile(cand, 0.8)) if cand.size else 0
+    # Slots big enough for most candidates (their 80th percentile), at most explore_slots; and
+    # one slot sized for the largest candidate that fits, so that no arm is too big to try.
+    cand = (~core) & (e > 0) & (tokens <= remaining)
+    costs = tokens[cand]
+    big_q = np.zeros(n)
+    big_slots = 0
+    typical = 0
+    if costs.size:
+        at = int(0.8 * (costs.size - 1))
+        typical = int(np.partition(costs, at)[at])
+        largest = int(costs.max())
+        big = cand & (tokens > typical)
+        wb, ws = float(e[big].sum()), float(e[cand & ~big].sum())
+        if wb > 0.0 and remaining >= largest + typical:
+            # as many big slots as give a big arm the same chance per unit of weight as a
+            # small one, within what the budget leaves for the small slots
+            small = remaining / (typical + largest * wb / max(ws, 1e-12))
+            big_slots = max(1, min(int(small * wb / max(ws, 1e-12)), remaining // largest - 1))
+            big_q = np.where(big, e, 0.0) / max(1.0, wb)
+            remaining -= big_slots * largest
     slot_tokens = min(remaining, max(remaining // max(int(inp.explore_slots), 1), typical))
     slots = max(1, remaining // slot_tokens) if slot_tokens > 0 else 1
-    fits = (~core) & (tokens <= slot_tokens)
+    fits = cand & (tokens <= slot_tokens)
     w = np.where(fits, e, 0.0)
     q = w / max(1.0, float(w.sum()))
-    return Plan(core, e, True, int(slot_tokens), q, slots)
+    return Plan(core, e, True, int(slot_tokens), q, slots, big_q, big_slots)
 
 
 def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
@@ -190,14 +253,14 @@ def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
     if not p.binding:
         chosen |= rng.random(chosen.shape[0]) < p.explore
         return chosen
-    total = float(p.slot_q.sum())
-    if total <= 0.0:
-        return chosen
-    # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
-    probs = np.append(p.slot_q, max(0.0, 1.0 - total))
-    picks = rng.choice(probs.shape[0], size=p.slots, p=probs / probs.sum())
-    picks = picks[picks < chosen.shape[0]]
-    chosen[picks] = True
+    for q, k in ((p.slot_q, p.slots), (p.big_q, p.big_slots)):
+        total = 0.0 if q is None or k == 0 else float(q.sum())
+        if total <= 0.0:
+            continue
+        # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
+        probs = np.append(q, max(0.0, 1.0 - total))
+        picks = rng.choice(probs.shape[0], size=k, p=probs / probs.sum())
+        chosen[picks[picks < chosen.shape[0]]] = True
     return chosen
 
 
@@ -222,6 +285,27 @@ def baseline(inp: PolicyInput, rng: np.random.Generator | None = None) -> BoolAr
     return inp.protected | _fill(free, inp.tokens, max(room, 0))
 
 
+def exploration_minimum(
+    cfg: BanditConfig,
+    restarting: bool,
+    moved_from: FloatArr,
+    moved_until: FloatArr,
+    drop_at: FloatArr,
+    index: float,
+) -> FloatArr:
+    """Re-exploration after a detected change, per arm.
+
+    When an arm that a task type relied on stops being used there (a *central drop*), that
+    type's workflow has changed: for `restart_runs` of its observations (`restarting`) every arm
+    it had ruled out is explored at `restart_explore`, so an arm that has become central is
+    found in tens of runs rather than the hundreds the floor would take. And the arm that
+    dropped may have moved to another task type: for `moved_runs` observations it is explored
+    at `moved_explore` in every scope where it has not itself dropped since."""
+    e = np.full(moved_until.shape, cfg.restart_explore if restarting else 0.0)
+    moved = (moved_until > index) & (drop_at < moved_from)
+    return np.where(moved, np.maximum(e, cfg.moved_explore), e)
+
+
 def from_config(
     cfg: BanditConfig,
     alpha: FloatArr,
@@ -230,6 +314,11 @@ def from_config(
     protected: BoolArr,
     underexplored: BoolArr,
     budget: int,
+    *,
+    proof: BoolArr | None = None,
+    proof_s: FloatArr | None = None,
+    proof_f: FloatArr | None = None,
+    explore_min: FloatArr | None = None,
 ) -> PolicyInput:
     """The policy input for one run under `cfg` (the miss cost depends on the inventory)."""
     miss = cfg.miss_cost(int(tokens.sum()), budget)
@@ -245,5 +334,53 @@ def from_config(
         explore_max=cfg.explore_max,
         explore_share=cfg.explore_share,
         explore_slots=cfg.explore_slots,
-        optimism=cfg.optimism,
+        core_level=cfg.core_level,
+        proof=proof,
+        proof_s=proof_s,
+        proof_f=proof_f,
+        proof_bar=cfg.proof_bar,
+        proof_level=cfg.proof_level,
+        explore_min=explore_min,
+    )
+
+
+def for_scope(
+    cfg: BanditConfig,
+    alpha: FloatArr,
+    beta: FloatArr,
+    tokens: IntArr,
+    protected: BoolArr,
+    budget: int,
+    *,
+    contextual: bool,
+    global_pulls: FloatArr,
+    scope: dict[str, FloatArr],
+    scope_obs: float,
+    restarting: bool,
+    moved_from: FloatArr,
+    moved_until: FloatArr,
+    index: float,
+) -> PolicyInput:
+    """The policy input for a run in one scope (a context, or the global scope).
+
+    `scope` holds that scope's per-arm evidence columns (s, f, pw, drop_at, pulls); the store's
+    cache and the in-memory learner both call this, so they decide alike."""
+    under = global_pulls < cfg.min_pulls
+    if contextual:
+        under = under | (scope["pulls"] < cfg.min_pulls_context)
+    proof = scope["pw"] >= 1.0 if scope_obs >= cfg.proof_after else None
+    return from_config(
+        cfg,
+        alpha,
+        beta,
+        tokens,
+        protected,
+        under,
+        budget,
+        proof=proof,
+        proof_s=scope["s"],
+        proof_f=scope["f"],
+        explore_min=exploration_minimum(
+            cfg, restarting, moved_from, moved_until, scope["drop_at"], index
+        ),
     )

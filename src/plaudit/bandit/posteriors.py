@@ -1,13 +1,10 @@
-"""Reading posteriors: prior + evidence, with contexts shrunk towards global, from a cache.
+"""Reading posteriors: prior + evidence, with contexts' priors from the other contexts, from a
+cache.
 
-For an arm with prior Beta(a0, b0), global evidence (Sg, Fg) and context evidence (Sc, Fc):
-
-    global:   Beta(a0 + Sg, b0 + Fg),                          mean mu_g
-    context:  Beta(k * mu_g + Sc, k * (1 - mu_g) + Fc),        k = context_pseudo_count
-
-so a context starts from the global estimate as a prior worth k observations (empirical Bayes:
-task types share strength) and its own data leads once it has more than k. After a detected
-change the prior counts are scaled down (`pw`, see `evidence.py`) so new data leads at once.
+For an arm with prior Beta(a0, b0) and global evidence (Sg, Fg), the global posterior is
+Beta(a0 + Sg, b0 + Fg); a context's is Beta(kappa m + Sc, kappa (1 - m) + Fc), with (m, kappa)
+from the other contexts' evidence (`hierarchy.py`). After a detected change the prior counts
+are scaled down (`pw`, see `evidence.py`) so new data leads at once.
 
 Selecting at 10,000 arms cannot afford to read 20,000 rows per run, so each `Bandit` keeps the
 registry and the evidence of the scopes it has used as numpy arrays, and refreshes them
@@ -26,14 +23,24 @@ from typing import Any
 
 import numpy as np
 
-from plaudit.bandit import evidence
+from plaudit.bandit import evidence, hierarchy, policy
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
 from plaudit.store.backend import Tx
 
-#: The evidence columns the cache holds per scope, in the order the queries return them.
-_COLS = ("s", "f", "pulls", "last_index", "last_ts", *evidence.FIELDS[2:])
+#: The columns the cache holds per scope, in the order the queries return them.
+_COLS = (
+    "s",
+    "f",
+    "pulls",
+    "last_index",
+    "last_ts",
+    *evidence.FIELDS[2:],
+    *hierarchy.SUMS,
+    "mv_from",
+    "mv_until",
+)
 _SQL_COLS = ", ".join(_COLS)
 
 
@@ -57,6 +64,8 @@ class _Scope:
 def _empty(n: int) -> dict[str, np.ndarray]:
     cols = {k: np.zeros(n) for k in _COLS}
     cols["pw"] = np.ones(n)
+    cols["drop_at"] = np.full(n, -1.0)
+    cols["mv_from"] = np.full(n, -1.0)
     return cols
 
 
@@ -187,37 +196,100 @@ class PosteriorCache:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(alpha, beta, global pulls, scope pulls) for every registered arm."""
         g = self.scope(tx, GLOBAL)
+        c = self.scope(tx, context) if context else None
         gs, gf = self._decayed(g)
-        ga, gb = self.a0 * g["pw"] + gs, self.b0 * g["pw"] + gf
+        cs, cf = (None, None) if c is None else self._decayed(c)
+        alpha, beta = hierarchy.posterior(
+            self.a0,
+            self.b0,
+            g,
+            c,
+            {k: g[k] for k in hierarchy.SUMS},
+            self.cfg.context_pseudo_count,
+            decayed=(gs, gf, cs, cf),
+        )
         gpulls = g["pulls"].astype(np.int64)
-        if not context:
-            return ga, gb, gpulls, gpulls
-        c = self.scope(tx, context)
-        cs, cf = self._decayed(c)
-        mu_g = ga / (ga + gb)
-        k = self.cfg.context_pseudo_count * c["pw"]
-        return k * mu_g + cs, k * (1.0 - mu_g) + cf, gpulls, c["pulls"].astype(np.int64)
+        return alpha, beta, gpulls, gpulls if c is None else c["pulls"].astype(np.int64)
+
+    def policy_input(
+        self,
+        tx: Tx,
+        context: str | None,
+        cfg: BanditConfig,
+        budget: int,
+        arms: Sequence[Arm] | None = None,
+    ) -> policy.PolicyInput:
+        """The policy's input for a run in `context` over the registered inventory, or over
+        `arms` (registered or not: unknown arms start from their prior, as if never seen)."""
+        alpha, beta, _, _ = self.posterior(tx, context)
+        g = self.scope(tx, GLOBAL)
+        c = self.scope(tx, context) if context else g
+        name = context or GLOBAL
+        row = tx.fetchone("SELECT obs, boost_until FROM bandit_scopes WHERE scope = ?", (name,))
+        obs, until = (0, 0) if row is None else (int(row[0]), int(row[1]))
+        cols = {
+            "alpha": alpha,
+            "beta": beta,
+            "gpulls": g["pulls"],
+            "s": c["s"],
+            "f": c["f"],
+            "pw": c["pw"],
+            "drop_at": c["drop_at"],
+            "pulls": c["pulls"],
+            "mv_from": g["mv_from"],
+            "mv_until": g["mv_until"],
+        }
+        if arms is None:
+            tokens, protected = self.registry.tokens, self.protected
+        else:
+            cols = _aligned(self, cols, arms, context)
+            tokens = np.fromiter((a.tokens for a in arms), dtype=np.int64, count=len(arms))
+            protected = np.fromiter(
+                (cfg.is_protected(a.id) for a in arms), dtype=bool, count=len(arms)
+            )
+        return policy.for_scope(
+            cfg,
+            cols["alpha"],
+            cols["beta"],
+            tokens,
+            protected,
+            budget,
+            contextual=context is not None,
+            global_pulls=cols["gpulls"],
+            scope={k: cols[k] for k in ("s", "f", "pw", "drop_at", "pulls")},
+            scope_obs=float(obs),
+            restarting=obs < until,
+            moved_from=cols["mv_from"],
+            moved_until=cols["mv_until"],
+            index=float(self.obs_index),
+        )
 
 
-def for_arms(
-    cache: PosteriorCache, tx: Tx, arms: Sequence[Arm], context: str | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Posteriors aligned with `arms` (registered or not: unknown arms start from their prior)."""
-    alpha, beta, gpulls, spulls = cache.posterior(tx, context)
+def _aligned(
+    cache: PosteriorCache, cols: dict[str, np.ndarray], arms: Sequence[Arm], context: str | None
+) -> dict[str, np.ndarray]:
+    """`cols` (registry order) for `arms`: unknown arms get their prior and a fresh state."""
     ids = [a.id for a in arms]
-    kinds = [a.effective_kind for a in arms]
     pos = cache.registry.index
     idx = np.fromiter((pos.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
     known = idx >= 0
     if known.all():
-        return alpha[idx], beta[idx], gpulls[idx], spulls[idx]
-    a0, b0 = cache.priors(ids, kinds)
+        return {k: v[idx] for k, v in cols.items()}
+    a0, b0 = cache.priors(ids, [a.effective_kind for a in arms])
     if context:  # no evidence anywhere: the context prior is the global prior's mean
         k = cache.cfg.context_pseudo_count
         a0, b0 = k * a0 / (a0 + b0), k * b0 / (a0 + b0)
-    alpha_out, beta_out = a0.copy(), b0.copy()
-    gp, sp = np.zeros(len(ids), dtype=np.int64), np.zeros(len(ids), dtype=np.int64)
+    blank = _empty(len(ids))
+    out = {
+        "alpha": a0,
+        "beta": b0,
+        "gpulls": blank["pulls"],
+        "mv_from": blank["mv_from"],
+        "mv_until": blank["mv_until"],
+        **{k: blank[k].copy() for k in ("s", "f", "pw", "drop_at", "pulls")},
+    }
+    out = {k: np.array(v, dtype=np.float64) for k, v in out.items()}
     at = idx[known]
-    alpha_out[known], beta_out[known] = alpha[at], beta[at]
-    gp[known], sp[known] = gpulls[at], spulls[at]
-    return alpha_out, beta_out, gp, sp
+    for k in out:
+        out[k][known] = cols[k][at]
+    return out

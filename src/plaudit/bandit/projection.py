@@ -3,8 +3,12 @@ events inside the append transaction, so concurrent observers never lose an upda
 
 Posterior rows hold *evidence* (success and failure counts, and the change detectors' state of
 `evidence.py`), not alpha/beta: the prior is added when reading, so changing a prior applies to
-past evidence too. Optional discounting counts time in observations (log order) and in
-event-time days, never the wall clock, so a rebuild reproduces the same numbers.
+past evidence too. The global row of each arm also holds the arm's hierarchy sums
+(`hierarchy.py`) and its re-exploration window after a central drop; `bandit_scopes` counts
+each scope's observations and holds its re-exploration window. One observation's arithmetic is
+`fold.observe`, shared with the in-memory learner. Optional discounting counts time in
+observations (log order) and in event-time days, never the wall clock, so a rebuild reproduces
+the same numbers.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import msgspec
 import numpy as np
 
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import evidence
+from plaudit.bandit import evidence, fold, hierarchy
 from plaudit.bandit.arms import coerce_arms
 from plaudit.errors import ValidationError
 from plaudit.events import StoredEvent
@@ -99,7 +103,7 @@ def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
 
 class BanditProjection:
     name = "bandit"
-    version = 2
+    version = 3
     prefixes = (PREFIX,)
     tables = (
         "bandit_config",
@@ -108,6 +112,7 @@ class BanditProjection:
         "bandit_posteriors",
         "bandit_history",
         "bandit_meta",
+        "bandit_scopes",
     )
 
     def create(self, tx: Tx) -> None:
@@ -143,7 +148,17 @@ class BanditProjection:
                 "pulls {bigint} NOT NULL, hits {bigint} NOT NULL, last_index {bigint} NOT NULL, "
                 "last_ts {bigint} NOT NULL, gu {double} NOT NULL, su {double} NOT NULL, "
                 "fu {double} NOT NULL, gd {double} NOT NULL, sd {double} NOT NULL, "
-                "fd {double} NOT NULL, pw {double} NOT NULL, PRIMARY KEY (scope, arm_id))"
+                "fd {double} NOT NULL, pw {double} NOT NULL, hn {double} NOT NULL, "
+                "drop_at {double} NOT NULL, hc {double} NOT NULL, hr {double} NOT NULL, "
+                "hr2 {double} NOT NULL, hv {double} NOT NULL, mv_from {double} NOT NULL, "
+                "mv_until {double} NOT NULL, hist {bigint} NOT NULL, "
+                "PRIMARY KEY (scope, arm_id))"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_scopes (scope TEXT PRIMARY KEY, "
+                "obs {bigint} NOT NULL, boost_until {bigint} NOT NULL)"
             )
         )
         tx.execute(
@@ -186,7 +201,7 @@ class BanditProjection:
             # other plaudit.bandit.* types are left to future versions
 
     def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
-        new = cfgmod.merged(cfg, _decode(ev, _ConfigPayload).changes)
+        new = cfgmod.merged(cfg, _decode(ev, _ConfigPayload).changes, replay=True)
         tx.execute(
             "INSERT INTO bandit_config (one, body, seq) VALUES (1, ?, ?) ON CONFLICT (one) "
             "DO UPDATE SET body = excluded.body, seq = excluded.seq",
@@ -266,56 +281,66 @@ class BanditProjection:
             return
         scopes = [GLOBAL] if not p.context else [GLOBAL, p.context]
         arm_ids = sorted(rewards)
+        n = len(arm_ids)
         current: dict[tuple[str, str], tuple[Any, ...]] = {}
         smarks = ",".join("?" * len(scopes))
-        for chunk_start in range(0, len(arm_ids), 400):
+        for chunk_start in range(0, n, 400):
             chunk = arm_ids[chunk_start : chunk_start + 400]
             marks = ",".join("?" * len(chunk))
             for row in tx.fetchall(
-                f"SELECT scope, arm_id, {_STATE_COLS} FROM bandit_posteriors "
+                f"SELECT scope, arm_id, {STATE_COLS} FROM bandit_posteriors "
                 f"WHERE scope IN ({smarks}) AND arm_id IN ({marks})",
                 [*scopes, *chunk],
             ):
                 current[(row[0], row[1])] = tuple(row[2:])
-        keys = [(scope, arm_id) for scope in scopes for arm_id in arm_ids]
-        fresh = (0.0, 0.0, 0, 0, index, now, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
-        old = np.array([current.get(k, fresh) for k in keys], dtype=np.float64)
-        r = np.array([1.0 if rewards[a] else 0.0 for _, a in keys])
-        if cfg.half_life_runs or cfg.half_life_days:
-            decay: Any = np.array(
-                [decay_factor(cfg, index - li, now - lt) for li, lt in old[:, 4:6].tolist()]
+        r = np.array([1.0 if rewards[a] else 0.0 for a in arm_ids])
+        states = {
+            scope: _rows(cfg, [current.get((scope, a)) for a in arm_ids], index, now)
+            for scope in scopes
+        }
+        glob, g_decay, g_rest = states[GLOBAL]
+        ctx, c_decay, _ = states[p.context] if p.context else (None, 1.0, None)
+        sums = {k: g_rest[k] for k in hierarchy.SUMS}
+        res = fold.observe(
+            ctx, glob, sums, r, cfg, float(index), decay_context=c_decay, decay_global=g_decay
+        )
+        obs = _bump_scopes(tx, scopes)
+        scope = p.context or GLOBAL
+        mv_from, mv_until = g_rest["mv_from"].copy(), g_rest["mv_until"].copy()
+        if res.central.any():
+            tx.execute(
+                "UPDATE bandit_scopes SET boost_until = ? WHERE scope = ?",
+                (obs[scope] + cfg.restart_runs, scope),
             )
-        else:
-            decay = 1.0
-        st = {"s": old[:, 0], "f": old[:, 1]}
-        st.update({k: old[:, 6 + i] for i, k in enumerate(evidence.FIELDS[2:])})
-        new = evidence.update(st, r, cfg.drift_settings(), decay)
-        pulls = old[:, 2].astype(np.int64) + 1
-        hits = old[:, 3].astype(np.int64) + r.astype(np.int64)
-        n = len(keys)
-        rows = list(
-            zip(
-                [k[0] for k in keys],
-                [k[1] for k in keys],
-                new["s"].tolist(),
-                new["f"].tolist(),
-                pulls.tolist(),
-                hits.tolist(),
+            start = res.central & (mv_until <= index)
+            mv_from = np.where(start, float(index), mv_from)
+            mv_until = np.where(res.central, float(index + cfg.moved_runs), mv_until)
+        r_int = r.astype(np.int64)
+        rows: list[tuple[Any, ...]] = []
+        zeros = np.zeros(n)
+        for scope_name, new in ((GLOBAL, res.glob), (p.context, res.ctx)):
+            if scope_name is None or new is None:
+                continue
+            old = states[scope_name][2]
+            extra = (
+                [res.sums[k] for k in hierarchy.SUMS] + [mv_from, mv_until]
+                if scope_name == GLOBAL
+                else [zeros] * 6
+            )
+            rows += zip(
+                [scope_name] * n,
+                arm_ids,
+                *(np.asarray(new[k], dtype=np.float64).tolist() for k in ("s", "f")),
+                (old["pulls"] + 1).astype(np.int64).tolist(),
+                (old["hits"] + r_int).astype(np.int64).tolist(),
                 [index] * n,
                 [now] * n,
-                *(new[k].tolist() for k in evidence.FIELDS[2:]),
+                *(np.asarray(new[k], dtype=np.float64).tolist() for k in evidence.FIELDS[2:]),
+                *(np.asarray(x, dtype=np.float64).tolist() for x in extra),
+                np.asarray(new["hist"], dtype=np.int64).tolist(),
                 strict=True,
             )
-        )
-        tx.executemany(
-            "INSERT INTO bandit_posteriors (scope, arm_id, s, f, pulls, hits, last_index, "
-            "last_ts, gu, su, fu, gd, sd, fd, pw) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?) ON CONFLICT (scope, arm_id) DO UPDATE SET s = excluded.s, f = excluded.f, "
-            "pulls = excluded.pulls, hits = excluded.hits, last_index = excluded.last_index, "
-            "last_ts = excluded.last_ts, gu = excluded.gu, su = excluded.su, fu = excluded.fu, "
-            "gd = excluded.gd, sd = excluded.sd, fd = excluded.fd, pw = excluded.pw",
-            rows,
-        )
+        tx.executemany(_UPSERT, rows)
         tx.executemany(
             "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -323,8 +348,66 @@ class BanditProjection:
         )
 
 
-#: The per-row state after (scope, arm_id), in the order `_observation` reads it.
-_STATE_COLS = "s, f, pulls, hits, last_index, last_ts, gu, su, fu, gd, sd, fd, pw"
+#: The per-row state after (scope, arm_id), in the order `_observation` reads and writes it.
+_STATE = (
+    "s",
+    "f",
+    "pulls",
+    "hits",
+    "last_index",
+    "last_ts",
+    *evidence.FIELDS[2:],
+    *hierarchy.SUMS,
+    "mv_from",
+    "mv_until",
+    "hist",
+)
+STATE_COLS = ", ".join(_STATE)
+_UPSERT = (
+    f"INSERT INTO bandit_posteriors (scope, arm_id, {STATE_COLS}) VALUES "
+    f"({', '.join('?' * (len(_STATE) + 2))}) ON CONFLICT (scope, arm_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _STATE)
+)
+
+
+def _rows(
+    cfg: cfgmod.BanditConfig, rows: list[tuple[Any, ...] | None], index: int, now: int
+) -> tuple[dict[str, Any], Any, dict[str, np.ndarray]]:
+    """Stored rows (None where an arm has none in the scope) as state arrays, their half-life
+    decay, and the other columns."""
+    fresh = evidence.fresh()
+    blank = {**{k: float(np.asarray(v)) for k, v in fresh.items()}, "pulls": 0.0, "hits": 0.0}
+    blank.update({k: 0.0 for k in hierarchy.SUMS}, last_index=index, last_ts=now)
+    blank.update(mv_from=-1.0, mv_until=0.0)
+    cols: dict[str, list[Any]] = {k: [] for k in _STATE}
+    for row in rows:
+        for k, v in zip(_STATE, row, strict=True) if row is not None else blank.items():
+            cols[k].append(v)
+    arr = {k: np.array(v, dtype=np.int64 if k == "hist" else np.float64) for k, v in cols.items()}
+    if cfg.half_life_runs or cfg.half_life_days:
+        decay: Any = np.array(
+            [
+                decay_factor(cfg, index - li, now - lt)
+                for li, lt in zip(arr["last_index"].tolist(), arr["last_ts"].tolist(), strict=True)
+            ]
+        )
+    else:
+        decay = 1.0
+    state = {k: arr[k] for k in (*evidence.FIELDS, "hist")}
+    return state, decay, arr
+
+
+def _bump_scopes(tx: Tx, scopes: list[str]) -> dict[str, int]:
+    """Count one more observation in each scope; returns the new counts."""
+    out = {}
+    for scope in scopes:
+        tx.execute(
+            "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, 1, 0) "
+            "ON CONFLICT (scope) DO UPDATE SET obs = bandit_scopes.obs + 1",
+            (scope,),
+        )
+        out[scope] = int(tx.scalar("SELECT obs FROM bandit_scopes WHERE scope = ?", (scope,)))
+    return out
 
 
 def load_config(tx: Tx) -> cfgmod.BanditConfig:

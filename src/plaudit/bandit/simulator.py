@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from plaudit.bandit import evidence, policy
+from plaudit.bandit import policy
 from plaudit.bandit.config import KIND_PRIORS, BanditConfig
+from plaudit.bandit.memory import MemoryLearner
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -262,62 +263,29 @@ class Learner(Protocol):
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None: ...
 
 
-def shrunk(
-    a0: np.ndarray, b0: np.ndarray, st: dict[str, tuple[Any, Any]], kappa: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Context posterior: the global posterior's mean as a prior of strength kappa."""
-    (cs, gs), (cf, gf), (cpw, gpw) = st["s"], st["f"], st["pw"]
-    ga, gb = a0 * gpw + gs, b0 * gpw + gf
-    mu_g = ga / (ga + gb)
-    k = kappa * cpw
-    return k * mu_g + cs, k * (1.0 - mu_g) + cf
-
-
 class PlauditPolicy:
-    """plaudit's policy with in-memory evidence: the same `policy` and `evidence` arithmetic
-    as the store's projection (prior + evidence, contexts shrunk towards global)."""
+    """plaudit's policy on an in-memory learner: the same `policy`, `fold` and `hierarchy`
+    arithmetic as the store's projection and cache."""
 
     def __init__(self, sc: Scenario, cfg: BanditConfig, rng: np.random.Generator) -> None:
         self.sc, self.cfg, self.rng = sc, cfg, rng
         kinds = ["learned" if i.startswith("file:") else "curated" for i in sc.ids]
-        prior = np.array([cfg.prior(i, k) for i, k in zip(sc.ids, kinds, strict=True)])
-        self.a0, self.b0 = prior[:, 0], prior[:, 1]
-        t = len(sc.task_types)
-        self.st = evidence.fresh((t + 1, sc.n))  # row t is the global scope
-        self.pulls = np.zeros(sc.n, dtype=np.int64)
+        self.memory = MemoryLearner(sc.ids, kinds, cfg)
+        for t in range(len(sc.task_types)):
+            self.memory._row(t)
         self.protected = np.array([cfg.is_protected(i) for i in sc.ids])
         self.rate = cfg.rate_for(sc.n)
-        self.half_life = cfg.half_life_runs
-        self.index = 0
-        self.last = np.zeros((t + 1, sc.n))
-        self.drift = cfg.drift_settings()
         self.last_baseline = False
         self.last_p: np.ndarray | None = None
 
-    def _aged(self, row: int) -> dict[str, Any]:
-        """One scope's state with the optional half-life applied lazily, as the store does."""
-        out = {k: v[row] for k, v in self.st.items()}
-        if self.half_life:
-            d = 0.5 ** ((self.index - self.last[row]) / self.half_life)
-            out["s"], out["f"] = out["s"] * d, out["f"] * d
-        return out
+    def posterior(self, task: int | None) -> tuple[np.ndarray, np.ndarray]:
+        return self.memory.posterior(task)
 
-    def posterior(self, task: int) -> tuple[np.ndarray, np.ndarray]:
-        c, g = self._aged(task), self._aged(-1)
-        st = {k: (c[k], g[k]) for k in c}
-        return shrunk(self.a0, self.b0, st, self.cfg.context_pseudo_count)
+    def policy_input(self, task: int | None, cfg: BanditConfig | None = None) -> Any:
+        return self.memory.policy_input(task, self.sc.tokens, self.protected, self.sc.budget, cfg)
 
-    def choose(self, run: int, task: int) -> np.ndarray:
-        a, b = self.posterior(task)
-        inp = policy.from_config(
-            self.cfg,
-            a,
-            b,
-            self.sc.tokens,
-            self.protected,
-            self.pulls < self.cfg.min_pulls,
-            self.sc.budget,
-        )
+    def choose(self, run: int, task: int | None) -> np.ndarray:
+        inp = self.policy_input(task)
         self.last_baseline = bool(self.rng.random() < self.rate)
         if self.last_baseline:
             chosen = policy.baseline(inp, self.rng)
@@ -328,28 +296,15 @@ class PlauditPolicy:
         self.last_p = plan.propensities
         return policy.draw(plan, self.rng)
 
-    def candidate(self, cfg: BanditConfig, task: int) -> np.ndarray:
+    def candidate(self, cfg: BanditConfig, task: int | None) -> np.ndarray:
         """Inclusion probabilities of another configuration on the current posteriors."""
-        a, b = self.posterior(task)
-        inp = policy.from_config(
-            cfg, a, b, self.sc.tokens, self.protected, self.pulls < cfg.min_pulls, self.sc.budget
-        )
-        return policy.plan(inp).propensities
+        return policy.plan(self.policy_input(task, cfg)).propensities
 
-    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
+    def learn(
+        self, run: int, task: int | None, included: np.ndarray, referenced: np.ndarray
+    ) -> None:
         idx = np.flatnonzero(included)
-        r = referenced[idx].astype(float)
-        self.index += 1
-        for row in (task, -1):
-            cur = {k: v[row, idx] for k, v in self.st.items()}
-            d = 1.0
-            if self.half_life:
-                d = 0.5 ** ((self.index - self.last[row, idx]) / self.half_life)
-            new = evidence.update(cur, r, self.drift, d)
-            for k, v in new.items():
-                self.st[k][row, idx] = v
-            self.last[row, idx] = self.index
-        self.pulls[idx] += 1
+        self.memory.learn(task, idx, referenced[idx].astype(np.float64))
 
 
 class OriginalPolicy:
@@ -440,7 +395,7 @@ def simulate(
     elif strategy not in ("full", "oracle"):
         raise ValueError(f"unknown strategy {strategy!r}")
     m = Metrics(tracked={sc.ids[i]: [] for i in tracked})
-    full_tokens = int(sc.tokens.sum())
+    full_tokens = counterfactual_tokens(sc)
     probs = sc.task_probs
     for run in range(runs):
         task = (
@@ -455,7 +410,7 @@ def simulate(
         elif strategy == "oracle":
             included = needed.copy()
         else:
-            label = task if contexts else 0
+            label = task if contexts else None
             t0 = time.perf_counter_ns()
             included = learner.choose(run, label)
             if timed:
@@ -478,6 +433,26 @@ def simulate(
         for i in tracked:
             m.tracked[sc.ids[i]].append(bool(included[i]))
     return m
+
+
+def counterfactual_tokens(sc: Scenario, fills: int = 64) -> int:
+    """What a run would send without the bandit: the whole inventory when it fits the budget,
+    otherwise a random-order fill of the budget (the counterfactual `savings` reports use),
+    averaged over `fills` orders."""
+    total = int(sc.tokens.sum())
+    if total <= sc.budget:
+        return total
+    rng = np.random.default_rng(0)
+    inp = policy.PolicyInput(
+        alpha=np.ones(sc.n),
+        beta=np.ones(sc.n),
+        tokens=sc.tokens,
+        protected=np.zeros(sc.n, dtype=bool),
+        underexplored=np.zeros(sc.n, dtype=bool),
+        budget=sc.budget,
+        bar=np.zeros(sc.n),
+    )
+    return int(np.mean([int(sc.tokens[policy.baseline(inp, rng)].sum()) for _ in range(fills)]))
 
 
 def logged_runs(
