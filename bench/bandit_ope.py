@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--runs", type=int, default=1500)
     ap.add_argument("--workload", default="critical")
-    ap.add_argument("--candidate", default='{"optimism": 0.0, "explore_max": 0.05}')
+    ap.add_argument("--candidate", default='{"core_level": 0.6}')
     args = ap.parse_args(argv)
     sc = getattr(workloads, args.workload)()
     cand = merged(BanditConfig(), json.loads(args.candidate))
@@ -38,15 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     cover = dict.fromkeys(ESTIMATORS, 0)
     widths: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     for seed in range(args.seeds):
-        learner, logged, needs = logged_runs(sc, args.runs, seed=seed, split=args.runs // 2)
+        learner, logged, needs, final = logged_runs(sc, args.runs, seed=seed, split=args.runs // 2)
         tasks = range(len(sc.task_types))
         pi = {t: learner.candidate(cand, t) for t in tasks}
-        model = {}
+        model, model_ab = {}, {}
         for t in tasks:
-            a, b = learner.posterior(t)
-            model[t] = a / (a + b)
+            a, b = final.posterior(t)
+            model[t], model_ab[t] = a / (a + b), (a, b)
         toks = {t: sc.tokens.astype(float) for t in tasks}
-        res = estimate(logged, pi, model, toks, resamples=300, seed=seed)
+        res = estimate(logged, pi, model, toks, resamples=300, seed=seed, model_ab=model_ab)
         ctx = np.array([r.context for r in logged])
         truth = float((np.stack([pi[t] for t in ctx]) * needs).sum() / needs.sum())
         for k in ESTIMATORS:

@@ -526,23 +526,34 @@ class Bandit:
             cfg = load_config(tx)
             reg = self._registered(tx, None if arm_id is None else [arm_id])
             sql = "SELECT arm_id, obs_index, ts_ms, s, f FROM bandit_history WHERE scope = ?"
+            now = "SELECT arm_id, last_index, last_ts, s, f FROM bandit_posteriors WHERE scope = ?"
             params: list[Any] = [scope]
             if arm_id is not None:
                 sql += " AND arm_id = ?"
+                now += " AND arm_id = ?"
                 params.append(arm_id)
             rows = tx.fetchall(sql + " ORDER BY arm_id, obs_index", params)
+            latest = {r[0]: r for r in tx.fetchall(now, params)}
         series: dict[str, list[dict[str, Any]]] = {}
-        for aid, idx, ts, s, f in rows:
+
+        def point(aid: str, idx: Any, ts: Any, s: Any, f: Any) -> dict[str, Any]:
             kind = reg[aid].effective_kind if aid in reg else "curated"
             a0, b0 = cfg.prior(aid, kind)
             a, b = a0 + float(s), b0 + float(f)
-            series.setdefault(aid, []).append(
-                {
-                    "obs_index": int(idx),
-                    "ts_ms": int(ts),
-                    "mean": a / (a + b),
-                    "alpha": a,
-                    "beta": b,
-                }
-            )
+            return {
+                "obs_index": int(idx),
+                "ts_ms": int(ts),
+                "mean": a / (a + b),
+                "alpha": a,
+                "beta": b,
+            }
+
+        for aid, idx, ts, s, f in rows:
+            series.setdefault(aid, []).append(point(aid, idx, ts, s, f))
+        # Points are stored after an arm's first updates and then every few (see the
+        # projection); the series always ends at the arm's current evidence.
+        for aid, (_, idx, ts, s, f) in latest.items():
+            pts = series.setdefault(aid, [])
+            if not pts or pts[-1]["obs_index"] < int(idx):
+                pts.append(point(aid, idx, ts, s, f))
         return {k: _thin(v, points) for k, v in series.items()}

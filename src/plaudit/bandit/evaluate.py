@@ -11,7 +11,11 @@ inclusion indicator and y the reward (referenced or not):
 * SNIPS:  per context and arm, the need rate sum(l y / p) / sum(l / p), the same for each run
           (self-normalised: bounded, slightly biased)
 * DR:     needed ~ m + l (y - m) / p        (m: the posterior mean as a model; unbiased when
-          either p or m is right, and lower variance when m is good)
+          either p or m is right, and lower variance when m is good), with the *switch* of
+          Wang, Agarwal and Dudik (2017): observations logged at p < SWITCH (0.05), i.e. at
+          the exploration floor, leave the estimate to the model, because a weight of 200
+          lets one observation swing it; the model's uncertainty enters the interval instead
+          (each resample draws the need rates from their Beta posteriors)
 
 Recall = sum of pi x needed / sum of needed over runs; misses per run follow. Intervals come
 from a Poisson bootstrap over runs (each run weighted by a Poisson(1) draw), which applies to
@@ -27,6 +31,8 @@ from typing import Any
 import numpy as np
 
 ESTIMATORS = ("ips", "snips", "dr")
+#: Doubly robust corrects the model only with observations logged at propensity >= SWITCH.
+SWITCH = 0.05
 
 
 @dataclass(frozen=True)
@@ -65,24 +71,55 @@ class _Prepared:
         self.ips = np.zeros((n, 2))
         self.dr = np.zeros((n, 2))
         dm = {c: (float(np.dot(pi[c], model[c])), float(model[c].sum())) for c in contexts}
-        run_idx, key_idx, yv, iv = [], [], [], []
+        run_idx, key_idx, yv, iv, sw = [], [], [], [], []
         for r, run in enumerate(runs):
             p_c, m_c = pi[run.context], model[run.context]
             inv = 1.0 / run.propensity
             y = run.reward.astype(np.float64)
             pic = p_c[run.included]
             self.ips[r] = (float(np.dot(pic, y * inv)), float(np.dot(y, inv)))
-            resid = (y - m_c[run.included]) * inv
+            # the switch: below SWITCH the model alone speaks (a weight of 1/p > 20 would let
+            # one observation decide the estimate)
+            resid = np.where(run.propensity >= SWITCH, (y - m_c[run.included]) * inv, 0.0)
             hit0, need0 = dm[run.context]
             self.dr[r] = (hit0 + float(np.dot(pic, resid)), need0 + float(resid.sum()))
             run_idx.append(np.full(run.included.size, r, dtype=np.int64))
             key_idx.append(offset[run.context] + run.included)
             yv.append(y * inv)
             iv.append(inv)
+            sw.append(run.propensity >= SWITCH)
         self.run_idx = np.concatenate(run_idx) if run_idx else np.zeros(0, dtype=np.int64)
         self.key_idx = np.concatenate(key_idx) if key_idx else np.zeros(0, dtype=np.int64)
         self.yv = np.concatenate(yv) if yv else np.zeros(0)
         self.iv = np.concatenate(iv) if iv else np.zeros(0)
+        self.sw = np.concatenate(sw) if sw else np.zeros(0, dtype=bool)
+        self.n_keys = self.pi_flat.size
+
+    def dr_with(
+        self, w: np.ndarray, m_flat: np.ndarray, rng: np.random.Generator | None = None
+    ) -> tuple[float, float]:
+        """Doubly robust (sum of pi x needed, sum of needed) with run weights `w` and the model
+        `m_flat` (one need rate per context and arm, flattened like `pi_flat`). With `rng`,
+        the needs the model stands in for (runs where the arm was not observed at p >= SWITCH)
+        also vary as Bernoulli draws would: the truth is what these runs needed, not its
+        expectation."""
+        k = self.n_keys
+        n_c = np.bincount(self.ctx_of_run, weights=w, minlength=self.n_ctx)
+        a_c = np.bincount(self.ctx_of_key, weights=self.pi_flat * m_flat, minlength=self.n_ctx)
+        b_c = np.bincount(self.ctx_of_key, weights=m_flat, minlength=self.n_ctx)
+        resid = np.where(self.sw, w[self.run_idx] * (self.yv - m_flat[self.key_idx] * self.iv), 0.0)
+        by_key = np.bincount(self.key_idx, weights=resid, minlength=k)
+        hit = float(n_c @ a_c + self.pi_flat @ by_key)
+        need = float(n_c @ b_c + by_key.sum())
+        if rng is not None:
+            seen = np.bincount(
+                self.key_idx, weights=np.where(self.sw, w[self.run_idx], 0.0), minlength=k
+            )
+            unseen = np.maximum(n_c[self.ctx_of_key] - seen, 0.0)
+            noise = rng.standard_normal(k) * np.sqrt(unseen * m_flat * (1.0 - m_flat))
+            hit += float(self.pi_flat @ noise)
+            need += float(noise.sum())
+        return hit, need
 
     def point(self, w: np.ndarray) -> dict[str, tuple[float, float]]:
         """(sum of pi x needed, sum of needed) per estimator, with run weights `w`."""
@@ -110,10 +147,16 @@ def estimate(
     level: float = 0.95,
     resamples: int = 300,
     seed: int = 0,
+    model_ab: Mapping[Any, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> dict[str, Any]:
     """Savings and recall of the candidate `pi` over `runs`, by each estimator, with intervals.
 
-    `pi`, `model` and `tokens` map each context key to per-arm arrays of the inventory."""
+    `pi`, `model` and `tokens` map each context key to per-arm arrays of the inventory.
+    `model_ab`, the model's Beta posteriors (alpha, beta), makes the doubly robust interval
+    carry the model's own uncertainty: each resample draws the need rates from them. Where
+    the logged runs hold no observation of an arm the candidate leaves out (the logging policy
+    explored it at its floor, or never), only the model speaks for it, and an interval that
+    resamples runs alone is as sure of the model's guess as of an observation."""
     n = len(runs)
     if n == 0:
         raise ValueError("no logged runs to evaluate")
@@ -124,11 +167,20 @@ def estimate(
     rng = np.random.default_rng(seed)
     boots: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     boot_miss: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
+    keys = list(dict.fromkeys(r.context for r in runs))
+    ab = None
+    if model_ab is not None:
+        ab = (
+            np.concatenate([model_ab[c][0] for c in keys]),
+            np.concatenate([model_ab[c][1] for c in keys]),
+        )
     for _ in range(resamples):
         w = rng.poisson(1.0, n).astype(np.float64)
         if w.sum() == 0:
             continue
         res = prep.point(w)
+        if ab is not None:
+            res["dr"] = prep.dr_with(w, rng.beta(ab[0], ab[1]), rng)
         for k, (hit, need) in res.items():
             if need > 0:
                 boots[k].append(hit / need)
@@ -176,10 +228,12 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     """Evaluate the settings `changes` (merged into the current ones) on the store's log.
 
     The log is split in two halves by run order. Posteriors are replayed in memory from the
-    first half's observations (the same `evidence` arithmetic as the projection); the
-    candidate and the current policy are both planned on them, and both are estimated on the
-    second half's selected runs, whose outcomes those posteriors have not seen. Reusing the
-    outcomes a candidate learned from would bias every estimator upwards."""
+    first half's observations (the same arithmetic as the projection); the candidate and the
+    current policy are both planned on them, and both are estimated on the second half's
+    selected runs, whose outcomes those posteriors have not seen. Reusing the outcomes a
+    candidate learned from would bias every estimator upwards. The doubly robust estimator's
+    need model is the posterior after every observed run: it stands in only for needs that no
+    run observed at a usable propensity, and more runs make it better calibrated."""
     from plaudit.bandit import config as cfgmod
     from plaudit.bandit import policy
     from plaudit.bandit.memory import MemoryLearner
@@ -202,16 +256,22 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     if len(observations) < 20:
         raise ValueError(f"only {len(observations)} observed runs: evaluation needs at least 20")
     half = len(observations) // 2
-    learner = MemoryLearner(ids, [a.effective_kind for a in arms], cfg)
-    for ev in observations[:half]:
+    kinds = [a.effective_kind for a in arms]
+    learner = MemoryLearner(ids, kinds, cfg)  # what the candidate is planned on
+    world = MemoryLearner(ids, kinds, cfg)  # the need model: every observed run
+    for i, ev in enumerate(observations):
         rewards = ev.payload["rewards"]
         idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
         r = np.array([rewards[a] for a in rewards if a in pos], dtype=np.float64)
-        learner.learn(ev.payload.get("context") or None, idx, r)
+        label = ev.payload.get("context") or None
+        world.learn(label, idx, r)
+        if i < half:
+            learner.learn(label, idx, r)
     protected = np.array([candidate.is_protected(i) for i in ids], dtype=bool)
     pi: dict[Any, np.ndarray] = {}
     current: dict[Any, np.ndarray] = {}
     model: dict[Any, np.ndarray] = {}
+    model_ab: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     logged: list[LoggedRun] = []
     t = tokens.astype(np.int64)
     for ev in observations[half:]:
@@ -220,8 +280,9 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
             continue  # a random-order fill of a binding budget has no exact propensity
         key = (run.get("context"), run["budget"])
         if key not in pi:
-            a, b = learner.posterior(key[0] or None)
+            a, b = world.posterior(key[0] or None)
             model[key] = a / (a + b)
+            model_ab[key] = (a, b)
             for c, target in ((candidate, pi), (cfg, current)):
                 inp = learner.policy_input(key[0] or None, t, protected, key[1], c)
                 target[key] = policy.plan(inp).propensities
@@ -236,6 +297,10 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     return {
         "changes": dict(changes),
         "train_runs": half,
-        "candidate": estimate(logged, pi, model, toks, miss_cost=miss, level=level),
-        "current": estimate(logged, current, model, toks, miss_cost=miss, level=level),
+        "candidate": estimate(
+            logged, pi, model, toks, miss_cost=miss, level=level, model_ab=model_ab
+        ),
+        "current": estimate(
+            logged, current, model, toks, miss_cost=miss, level=level, model_ab=model_ab
+        ),
     }

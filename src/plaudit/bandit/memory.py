@@ -146,3 +146,25 @@ class MemoryLearner:
             moved_until=self.moved_until,
             index=float(self.index),
         )
+
+    def need_model(self, label: Any, strength: float) -> tuple[np.ndarray, np.ndarray]:
+        """Beta(strength x m + s, strength x (1 - m) + f) per arm: the scope's own evidence with
+        the other scopes' mean rate m (`hierarchy.context_prior`) as a prior worth only
+        `strength` observations. Off-policy evaluation predicts unobserved needs with it: the
+        posterior's own prior, worth kappa observations, tilts the tiny need rates of arms a
+        task type never uses upwards, and summed over many arms that bias decides recall."""
+        row = 0 if label is None else self._row(label)
+        s, f = self._aged(row)
+        glob = {k: v[0] for k, v in self.st.items()}
+        ga, gb = self.a0 * glob["pw"] + glob["s"], self.b0 * glob["pw"] + glob["f"]
+        if label is None:
+            m = ga / (ga + gb)
+        else:
+            m, _ = hierarchy.context_prior(
+                self.sums,
+                self.st["s"][row],
+                self.st["f"][row],
+                ga / (ga + gb),
+                self.cfg.context_pseudo_count,
+            )
+        return strength * m + s, strength * (1.0 - m) + f

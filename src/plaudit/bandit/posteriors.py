@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from plaudit.bandit import evidence, hierarchy, policy
+from plaudit.bandit import hierarchy, policy
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
@@ -36,7 +36,8 @@ _COLS = (
     "pulls",
     "last_index",
     "last_ts",
-    *evidence.FIELDS[2:],
+    "pw",
+    "drop_at",
     *hierarchy.SUMS,
     "mv_from",
     "mv_until",
@@ -146,19 +147,24 @@ class PosteriorCache:
         if not rows:
             return
         pos = self.registry.index
-        by_scope: dict[str, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            by_scope.setdefault(row[0], []).append(row)
-        for name, group in by_scope.items():
-            idx = np.fromiter((pos.get(r[1], -1) for r in group), dtype=np.int64, count=len(group))
-            keep = idx >= 0
-            if not keep.any():
-                continue
-            values = np.array([r[2:] for r in group], dtype=np.float64)[keep]
+        by_scope: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_scope.setdefault(row[0], []).append(i)
+        width = len(_COLS)
+        values = np.fromiter(
+            (v for row in rows for v in row[2:]), dtype=np.float64, count=len(rows) * width
+        ).reshape(len(rows), width)
+        arm_at = np.fromiter((pos.get(row[1], -1) for row in rows), np.int64, len(rows))
+        for name, members in by_scope.items():
+            sel = np.array(members, dtype=np.int64)
+            at = arm_at[sel]
+            keep = at >= 0
+            if not keep.all():
+                sel, at = sel[keep], at[keep]
             cols = self.scopes[name].cols
-            at = idx[keep]
+            block = values[sel]
             for j, k in enumerate(_COLS):
-                cols[k][at] = values[:, j]
+                cols[k][at] = block[:, j]
 
     def scope(self, tx: Tx, name: str) -> dict[str, np.ndarray]:
         """One scope's evidence arrays, loaded in full the first time it is used."""

@@ -14,6 +14,7 @@ the same numbers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 import msgspec
@@ -310,7 +311,7 @@ class BanditProjection:
         if res.central.any():
             tx.execute(
                 "UPDATE bandit_scopes SET boost_until = ? WHERE scope = ?",
-                (obs[scope] + cfg.restart_runs, scope),
+                (obs[scope][0] + cfg.restart_runs, scope),
             )
             start = res.central & (mv_until <= index)
             mv_from = np.where(start, float(index), mv_from)
@@ -340,12 +341,18 @@ class BanditProjection:
                 np.asarray(new["hist"], dtype=np.int64).tolist(),
                 strict=True,
             )
-        tx.executemany(_UPSERT, rows)
-        tx.executemany(
-            "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(index, ev.ts_ms, row[0], row[1], row[2], row[3]) for row in rows],
-        )
+        _upsert(tx, rows)
+        points = [
+            (index, ev.ts_ms, row[0], row[1], row[2], row[3])
+            for row in rows
+            if row[4] <= HISTORY_DENSE or row[4] % HISTORY_EVERY == 0
+        ]
+        if points:
+            tx.executemany(
+                "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                points,
+            )
 
 
 #: The per-row state after (scope, arm_id), in the order `_observation` reads and writes it.
@@ -363,11 +370,31 @@ _STATE = (
     "hist",
 )
 STATE_COLS = ", ".join(_STATE)
-_UPSERT = (
-    f"INSERT INTO bandit_posteriors (scope, arm_id, {STATE_COLS}) VALUES "
-    f"({', '.join('?' * (len(_STATE) + 2))}) ON CONFLICT (scope, arm_id) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _STATE)
-)
+
+
+#: Rows per multi-row upsert: one statement for many rows costs less than a step per row;
+#: 36 rows x 27 parameters stay under SQLite's oldest limit on bound parameters (999).
+_ROWS_PER_UPSERT = 36
+
+
+@lru_cache(maxsize=8)
+def _upsert_sql(n: int) -> str:
+    one = "(" + ", ".join("?" * (len(_STATE) + 2)) + ")"
+    return (
+        f"INSERT INTO bandit_posteriors (scope, arm_id, {STATE_COLS}) VALUES "
+        + ", ".join([one] * n)
+        + " ON CONFLICT (scope, arm_id) DO UPDATE SET "
+        + ", ".join(f"{c} = excluded.{c}" for c in _STATE)
+    )
+
+
+def _upsert(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+    whole = len(rows) - len(rows) % _ROWS_PER_UPSERT
+    for i in range(0, whole, _ROWS_PER_UPSERT):
+        chunk = rows[i : i + _ROWS_PER_UPSERT]
+        tx.execute(_upsert_sql(len(chunk)), [v for row in chunk for v in row])
+    if whole < len(rows):
+        tx.executemany(_upsert_sql(1), rows[whole:])
 
 
 def _rows(
@@ -375,15 +402,23 @@ def _rows(
 ) -> tuple[dict[str, Any], Any, dict[str, np.ndarray]]:
     """Stored rows (None where an arm has none in the scope) as state arrays, their half-life
     decay, and the other columns."""
-    fresh = evidence.fresh()
-    blank = {**{k: float(np.asarray(v)) for k, v in fresh.items()}, "pulls": 0.0, "hits": 0.0}
-    blank.update({k: 0.0 for k in hierarchy.SUMS}, last_index=index, last_ts=now)
-    blank.update(mv_from=-1.0, mv_until=0.0)
-    cols: dict[str, list[Any]] = {k: [] for k in _STATE}
-    for row in rows:
-        for k, v in zip(_STATE, row, strict=True) if row is not None else blank.items():
-            cols[k].append(v)
-    arr = {k: np.array(v, dtype=np.int64 if k == "hist" else np.float64) for k, v in cols.items()}
+    n = len(rows)
+    have = [i for i, row in enumerate(rows) if row is not None]
+    num = np.zeros((n, len(_STATE) - 1))
+    hist = np.zeros(n, dtype=np.int64)
+    if have:
+        got = [rows[i] for i in have]
+        num[have] = np.array([row[:-1] for row in got], dtype=np.float64)
+        hist[have] = np.array([row[-1] for row in got], dtype=np.int64)
+    arr = {k: num[:, j] for j, k in enumerate(_STATE[:-1])}
+    arr["hist"] = hist
+    if len(have) < n:
+        fresh = np.ones(n, dtype=bool)
+        fresh[have] = False
+        for k, v in _BLANK.items():
+            arr[k][fresh] = v
+        arr["last_index"][fresh] = index
+        arr["last_ts"][fresh] = now
     if cfg.half_life_runs or cfg.half_life_days:
         decay: Any = np.array(
             [
@@ -397,16 +432,31 @@ def _rows(
     return state, decay, arr
 
 
-def _bump_scopes(tx: Tx, scopes: list[str]) -> dict[str, int]:
-    """Count one more observation in each scope; returns the new counts."""
-    out = {}
-    for scope in scopes:
-        tx.execute(
-            "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, 1, 0) "
-            "ON CONFLICT (scope) DO UPDATE SET obs = bandit_scopes.obs + 1",
-            (scope,),
+#: The non-zero columns of a row that does not exist yet.
+_BLANK = {"pw": 1.0, "drop_at": -1.0, "mv_from": -1.0}
+#: A (scope, arm) pair gets a history point after each of its first HISTORY_DENSE updates, and
+#: after every HISTORY_EVERY-th after that: the convergence chart needs the start, and a
+#: point per update would be most of an observation's writes at 1,000 arms.
+HISTORY_DENSE = 16
+HISTORY_EVERY = 16
+
+
+def _bump_scopes(tx: Tx, scopes: list[str]) -> dict[str, tuple[int, int]]:
+    """Count one more observation in each scope; returns (observations, boost_until)."""
+    marks = ",".join("?" * len(scopes))
+    have = {
+        r[0]: (int(r[1]), int(r[2]))
+        for r in tx.fetchall(
+            f"SELECT scope, obs, boost_until FROM bandit_scopes WHERE scope IN ({marks})", scopes
         )
-        out[scope] = int(tx.scalar("SELECT obs FROM bandit_scopes WHERE scope = ?", (scope,)))
+    }
+    out = {scope: (have.get(scope, (0, 0))[0] + 1, have.get(scope, (0, 0))[1]) for scope in scopes}
+    tx.executemany(
+        "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, ?, ?) "
+        "ON CONFLICT (scope) DO UPDATE SET obs = excluded.obs, "
+        "boost_until = excluded.boost_until",
+        [(scope, obs, until) for scope, (obs, until) in out.items()],
+    )
     return out
 
 

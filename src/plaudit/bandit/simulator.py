@@ -462,12 +462,13 @@ def logged_runs(
     seed: int = 0,
     config: BanditConfig | None = None,
     split: int | None = None,
-) -> tuple[PlauditPolicy, list[Any], np.ndarray]:
+) -> tuple[PlauditPolicy, list[Any], np.ndarray, PlauditPolicy]:
     """Run plaudit and keep what its log would hold for evaluation: per run the task, the
     included arms, their rewards and logged propensities; plus the hidden needs (runs x arms)
-    that off-policy estimates are checked against. With `split`, the learner returned is a
-    copy frozen at that run and only the runs from `split` on are returned, so a candidate
-    built on those posteriors is evaluated on runs it has not learned from."""
+    that off-policy estimates are checked against. With `split`, the first learner returned is
+    a copy frozen at that run and only the runs from `split` on are returned, so a candidate
+    built on those posteriors is evaluated on runs it has not learned from; the last is the
+    learner after every run (what `evaluate` fits its need model on)."""
     import copy
 
     from plaudit.bandit.evaluate import LoggedRun
@@ -492,7 +493,7 @@ def logged_runs(
             LoggedRun(task, idx, needed[idx].astype(np.int64), learner.last_p[idx], total)
         )
         needs.append(needed)
-    return frozen, logged, np.array(needs)
+    return frozen, logged, np.array(needs), learner
 
 
 def default_config(sc: Scenario | None = None) -> BanditConfig:
