@@ -4,6 +4,7 @@ modules beside it; the CLI and HTTP routes call these and nothing else."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from datetime import date
 from pathlib import Path
@@ -43,6 +44,9 @@ class Ledger:
         self.p = plaudit
         self.config = config if isinstance(config, LedgerConfig) else load_config(config)
         self.writer = LedgerWriter(plaudit, self.config)
+        #: Scheduled jobs check whether they are due and then run: two threads of one process
+        #: (a write's follow-up and the server's timed pass) must not both find one due.
+        self.jobs_lock = threading.RLock()
         plaudit.log.ensure_projection("ledger")
 
     # -- recording ------------------------------------------------------------------------

@@ -139,8 +139,12 @@ def audit_due(lg: Ledger, jobs: dict[str, Any], now: int) -> bool:
 def after_write(lg: Ledger, *, now: int | None = None) -> dict[str, Any]:
     """The count-based jobs (and the hourly reconcile when it is due), after a write. A job
     that fails is logged: the write it follows is already committed."""
+    with lg.jobs_lock:
+        return _after_write(lg, now or now_ms())
+
+
+def _after_write(lg: Ledger, now: int) -> dict[str, Any]:
     done: dict[str, Any] = {}
-    now = now or now_ms()
     sch = lg.config.schedule
     try:
         with lg.p.backend.read() as tx:
@@ -176,7 +180,7 @@ def run_due(lg: Ledger, *, now: int | None = None) -> dict[str, Any]:
     now = now or now_ms()
     done = after_write(lg, now=now)
     try:
-        if audit_due(lg, _jobs(lg.p), now):
+        if audit_due(lg, _jobs(lg.p), now):  # only the timed pass audits: no second caller
             r = lg.audit(lg.config.schedule.audit_dir)
             _mark(lg.p, "audit", 0, str(now))
             done["audit"] = {"audit": r["audit"], "halted": r["halted"]}
