@@ -76,7 +76,7 @@ def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
 
 
 def test_a_useful_arm_survives_a_short_run_of_misses_but_a_rise_is_quick() -> None:
-    state, alarms = _observe(evidence.fresh(), [1] * 60 + [1, 1, 1, 0, 1, 1] * 5 + [0] * 4)
+    _, alarms = _observe(evidence.fresh(), [1] * 60 + [1, 1, 1, 0, 1, 1] * 5 + [0] * 4)
     assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 12)
     dead, _ = _observe(evidence.fresh(), [0] * 80)
     woke, alarms = _observe(dead, [1, 1, 1])
