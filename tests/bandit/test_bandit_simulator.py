@@ -161,3 +161,93 @@ def test_in_memory_policy_uses_the_same_arithmetic_as_the_store(pl: Plaudit) -> 
         stats = {s.id: s for s in pl.bandit.posteriors(ctx)}
         assert np.allclose([stats[i].alpha for i in sc.ids], a)
         assert np.allclose([stats[i].beta for i in sc.ids], b)
+
+
+def test_store_and_memory_agree_through_drift_and_re_exploration(pl: Plaudit) -> None:
+    """Change detection, central drops, scope restarts and moved arms: the projection and the
+    in-memory learner reach the same posteriors and the same policy inputs."""
+    from plaudit.bandit import policy
+    from plaudit.bandit.config import BanditConfig
+    from plaudit.bandit.simulator import PlauditPolicy, scenario_arms
+    from plaudit.events import make_event
+
+    sc = default_scenario()
+    sim = PlauditPolicy(sc, BanditConfig(), np.random.default_rng(0))
+    pl.bandit.register(scenario_arms(sc))
+    rng = np.random.default_rng(2)
+    git = sc.ids.index("tool:vcs:Git")
+    central_drops = 0
+    for i in range(260):
+        task = i % len(sc.task_types)
+        included = rng.random(sc.n) < 0.6
+        included[git] = True
+        referenced = included & (rng.random(sc.n) < 0.3)
+        # Git is needed in code tasks until observation 150, never after
+        referenced[git] = task == 0 and i < 150 and rng.random() < 0.8
+        before = sim.memory.moved_until.copy()
+        sim.learn(i, task, included, referenced)
+        central_drops += int((sim.memory.moved_until != before).any())
+        ctx = sc.task_types[task]
+        arms = [
+            {"id": a, "tokens": int(t), "included": bool(inc)}
+            for a, t, inc in zip(sc.ids, sc.tokens, included, strict=True)
+        ]
+        run = make_event(
+            "plaudit.bandit.run.v1",
+            {"arms": arms, "budget": sc.budget, "used_tokens": 0, "context": ctx},
+            id=f"run-{i}",
+        )
+        rewards = {a: int(r) for a, r, inc in zip(sc.ids, referenced, included, strict=True) if inc}
+        obs = make_event(
+            "plaudit.bandit.observation.v1",
+            {"run_id": f"run-{i}", "rewards": rewards, "updates": True, "context": ctx},
+        )
+        pl.log.append_batch([run, obs])
+    assert central_drops >= 1  # the scenario exercised a central drop
+    cache = pl.bandit._cache
+    for task, ctx in enumerate(sc.task_types):
+        a, b = sim.posterior(task)
+        stats = {s.id: s for s in pl.bandit.posteriors(ctx)}
+        assert np.allclose([stats[i].alpha for i in sc.ids], a)
+        assert np.allclose([stats[i].beta for i in sc.ids], b)
+        want = sim.policy_input(task)
+        with pl.backend.read() as tx, cache.lock:
+            cache.refresh(tx)
+            got = cache.policy_input(tx, ctx, cache.cfg, sc.budget)
+            order = np.array([cache.registry.index[i] for i in sc.ids])  # the store sorts by id
+        assert np.array_equal(got.underexplored[order], want.underexplored)
+        assert np.allclose(got.explore_min[order], want.explore_min)
+        assert (got.proof is None) == (want.proof is None)
+        if want.proof is not None:
+            assert np.array_equal(got.proof[order], want.proof)
+        assert np.array_equal(policy.plan(got).core[order], policy.plan(want).core)
+
+
+def test_drift_a_retired_tool_leaves_and_a_new_central_file_arrives() -> None:
+    from plaudit.bandit import workloads
+
+    sc = workloads.drift()
+    m = simulate(sc, "plaudit", 1400, seed=0)
+    d = sc.drift_at
+    assert m.inclusion("tool:vcs:Svn", (d - 100, d), None) > 0.9  # it was in before
+    assert m.inclusion("tool:vcs:Svn", (d + 300, d + 400), None) <= 0.10
+    assert m.inclusion("file:workspace:src/new_core.py", (d - 100, d), {0}) < 0.1
+    assert m.inclusion("file:workspace:src/new_core.py", (d + 200, d + 300), {0}) >= 0.9
+
+
+def test_rarely_needed_critical_arms_are_kept_cheap_and_expensive_alike() -> None:
+    from plaudit.bandit import workloads
+
+    s = simulate(workloads.critical(), "plaudit", 2000, seed=0).summary(500)
+    assert s["critical_cheap_recall"] >= 0.9 and s["critical_expensive_recall"] >= 0.9
+    assert s["recall"] >= 0.98
+
+
+def test_without_drift_savings_stay_near_the_stationary_optimum() -> None:
+    from plaudit.bandit import workloads
+
+    sc = workloads.stationary()
+    mine = simulate(sc, "plaudit", 2000, seed=0).summary(500)
+    best = simulate(sc, "optimum", 2000, seed=0).summary(500)
+    assert mine["savings_percent"] >= best["savings_percent"] - 2.0
+    assert mine["recall"] >= 0.98

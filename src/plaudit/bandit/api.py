@@ -515,7 +515,8 @@ class Bandit:
     def history(
         self, arm_id: str | None = None, context: str | None = None, *, points: int = MAX_POINTS
     ) -> dict[str, list[dict[str, Any]]]:
-        """Posterior mean over time (after each observation that updated the arm), per arm."""
+        """Posterior mean over time, per arm: after each of an arm's first 16 updates, every
+        16th after that, and at its current evidence."""
         context = _check_context(context)
         _check_int("points", points, 1, 10_000)
         if arm_id is not None:

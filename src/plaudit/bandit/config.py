@@ -137,7 +137,7 @@ _FIELDS = set(BanditConfig.__struct_fields__)
 #: Settings of earlier versions: accepted (and ignored) when an old log replays, refused with a
 #: pointer to their replacement when set now.
 LEGACY = {
-    "optimism": "replaced by core_level in 0.3",
+    "optimism": "replaced by core_level",
     "propensity_samples": "unused since propensities are exact",
 }
 

@@ -285,7 +285,7 @@ def bandit() -> None:
     "settings",
     multiple=True,
     metavar="KEY=JSON",
-    help="A setting of the candidate, e.g. --set optimism=0 --set miss_cost_tokens=15000.",
+    help="A setting of the candidate, e.g. --set core_level=0.6 --set miss_cost_tokens=15000.",
 )
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @json_option

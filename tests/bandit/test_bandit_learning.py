@@ -1,0 +1,158 @@
+"""The learning state: hierarchy sums, change detection, and the policy's proof and search."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plaudit.bandit import evidence, hierarchy, policy
+from plaudit.bandit.config import BanditConfig
+
+DS = BanditConfig().drift_settings()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 40), st.integers(0, 40)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_incremental_sums_equal_the_sums_recomputed_from_scratch(changes) -> None:
+    # four contexts of one arm; each change sets one context's evidence to new counts
+    s, f = np.zeros(4), np.zeros(4)
+    sums = {k: np.zeros(1) for k in hierarchy.SUMS}
+    for ctx, ns, nf in changes:
+        sums = hierarchy.shift(sums, (s[ctx : ctx + 1], f[ctx : ctx + 1]), ([ns], [nf]))
+        s[ctx], f[ctx] = ns, nf
+    direct = [np.sum(t) for t in hierarchy.terms(s, f)]
+    for k, want in zip(hierarchy.SUMS, direct, strict=True):
+        assert abs(float(sums[k][0]) - want) < 1e-9
+
+
+def _sums(s: list[float], f: list[float]) -> dict[str, np.ndarray]:
+    return {
+        k: np.array([np.sum(t)])
+        for k, t in zip(hierarchy.SUMS, hierarchy.terms(np.array(s), np.array(f)), strict=True)
+    }
+
+
+def test_a_contexts_prior_ignores_its_own_runs() -> None:
+    base_s, base_f = [30.0, 0.0, 1.0], [10.0, 40.0, 39.0]
+    for own in ((0.0, 0.0), (5.0, 1.0), (0.0, 90.0)):
+        sums = _sums([*base_s, own[0]], [*base_f, own[1]])
+        m, kappa = hierarchy.context_prior(sums, [own[0]], [own[1]], np.array([0.5]), 2.0)
+        alone = hierarchy.context_prior(_sums(base_s, base_f), [0.0], [0.0], np.array([0.5]), 2.0)
+        assert np.allclose(m, alone[0]) and np.allclose(kappa, alone[1])
+
+
+def test_alike_contexts_share_strongly_and_unlike_ones_weakly() -> None:
+    alike = _sums([1.0] * 8, [99.0] * 8)  # an arm every task type ignores
+    unlike = _sums([80.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [20.0] + [100.0] * 7)
+    _, k_alike = hierarchy.context_prior(alike, [0.0], [0.0], np.array([0.5]), 2.0)
+    _, k_unlike = hierarchy.context_prior(unlike, [0.0], [0.0], np.array([0.5]), 2.0)
+    assert k_alike[0] > 10.0  # a new task type starts fairly sure the arm is useless
+    assert k_unlike[0] < 1.0  # it learns this arm from its own runs
+
+
+def _observe(st_: dict, outcomes: list[int], detect: bool = True) -> tuple[dict, list[bool]]:
+    alarms = []
+    for i, r in enumerate(outcomes):
+        step = evidence.update(st_, float(r), DS, detect=detect, index=float(i + 1))
+        st_ = step.state
+        alarms.append(bool(step.changed))
+    return st_, alarms
+
+
+def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
+    rng = np.random.default_rng(3)
+    before = [int(x) for x in rng.random(120) < 0.6]
+    state, alarms = _observe(evidence.fresh(), [*before, 1, *([0] * 25)])
+    assert any(alarms[120:]) and not any(alarms[:120])
+    assert float(state["s"]) == 0.0 and float(state["pw"]) == DS.reset_prior_weight
+    assert float(state["drop_at"]) > 120  # a central drop: the arm was needed 60% of the time
+
+
+def test_a_useful_arm_survives_a_short_run_of_misses_but_a_rise_is_quick() -> None:
+    _, alarms = _observe(evidence.fresh(), [1] * 60 + [1, 1, 1, 0, 1, 1] * 5 + [0] * 4)
+    assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 12)
+    dead, _ = _observe(evidence.fresh(), [0] * 80)
+    woke, alarms = _observe(dead, [1, 1, 1])
+    # the new segment: the last 8 outcomes (the shortest it may be), 3 of them hits
+    assert any(alarms) and float(woke["s"]) / (float(woke["s"]) + float(woke["f"])) > 0.3
+
+
+def test_the_global_scope_of_a_labelled_run_runs_no_detector() -> None:
+    state, alarms = _observe(evidence.fresh(), [1] * 50 + [0] * 50, detect=False)
+    assert not any(alarms) and (float(state["s"]), float(state["f"])) == (50.0, 50.0)
+
+
+def _input(**kw) -> policy.PolicyInput:
+    n = 3
+    base = {
+        "alpha": np.full(n, 0.02),
+        "beta": np.full(n, 30.0),
+        "tokens": np.full(n, 500, dtype=np.int64),
+        "protected": np.zeros(n, dtype=bool),
+        "underexplored": np.zeros(n, dtype=bool),
+        "budget": 10_000,
+        "bar": np.full(n, 0.05),
+    }
+    base.update(kw)
+    return policy.PolicyInput(**base)
+
+
+def test_own_runs_must_rule_an_arm_out_before_the_shared_prior_may() -> None:
+    # the shared posterior (alpha 0.02) says "useless" for all three arms; arm 0 has 8 runs
+    # of its own, arm 1 has 120, arm 2 is not under proof
+    inp = _input(
+        proof=np.array([True, True, False]),
+        proof_s=np.array([0.0, 0.0, 0.0]),
+        proof_f=np.array([8.0, 120.0, 8.0]),
+    )
+    assert policy.plan(inp).core.tolist() == [True, False, False]
+
+
+def test_a_binding_budget_searches_untried_arms_first() -> None:
+    n = 40
+    tokens = np.full(n, 100, dtype=np.int64)
+    inp = _input(
+        alpha=np.full(n, 0.01),
+        beta=np.full(n, 50.0),
+        tokens=tokens,
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.zeros(n, dtype=bool),
+        bar=np.full(n, 0.05),
+        budget=1000,
+        proof_s=np.zeros(n),
+        proof_f=np.where(np.arange(n) < 20, 0.0, 6.0),  # arms 0-19 never tried here
+    )
+    p = policy.plan(inp).propensities
+    assert p[:20].min() > 10 * p[20:].max()
+    assert (p > 0).all()
+
+
+def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
+    rng = np.random.default_rng(5)
+    n = 60
+    tokens = np.where(np.arange(n) < 50, rng.integers(50, 200, n), 900).astype(np.int64)
+    inp = _input(
+        alpha=rng.uniform(0.2, 2, n),
+        beta=rng.uniform(20, 60, n),
+        tokens=tokens,
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.zeros(n, dtype=bool),
+        bar=np.full(n, 0.2),
+        budget=3000,
+        proof_s=np.zeros(n),
+        proof_f=rng.integers(0, 4, n).astype(float),
+    )
+    plan = policy.plan(inp)
+    assert plan.big_slots >= 1 and plan.big_q is not None and plan.big_q[50:].sum() > 0
+    draws = np.mean([policy.draw(plan, rng) for _ in range(6000)], axis=0)
+    assert np.abs(draws - plan.propensities).max() < 0.03
+    for _ in range(200):
+        chosen = policy.draw(plan, rng)
+        assert int(tokens[chosen].sum()) <= inp.budget
