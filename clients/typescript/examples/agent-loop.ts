@@ -104,7 +104,7 @@ async function main(rounds: number): Promise<void> {
     // 2. The bandit chooses among this agent's components for this kind of task.
     const selection = await plaudit.bandit.select({
       arms: ARMS,
-      token_budget: 2000,
+      token_budget: 5000, // the inventory fits: every arm is tried in each kind of task, so it is learnt
       context: task.kind,
       session_id: runTag,
     });
