@@ -137,6 +137,27 @@ def drop(backend: str, url: str) -> None:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def server_cpu() -> float:
+    """CPU seconds the local `postgres` processes alive now have used (0 where /proc is
+    absent): the server's share of a run, which a wall-clock rate on a shared machine hides.
+    Processes that ended are not counted, so read it while the writers are connected."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "postgres":
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) -> dict[str, Any]:
     url = fresh_store(backend, tmp, mode)
     gate = tmp / f"gate-{uuid.uuid4().hex[:8]}"
@@ -158,8 +179,14 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "ready"
         load = os.getloadavg()[0]
+        server0 = server_cpu() if backend == "postgres" else 0.0
         t0 = time.perf_counter()
         gate.touch()
+        server = 0.0
+        if backend == "postgres":
+            # The writers' server processes end with them: read them while they still work.
+            time.sleep(seconds * 0.9)
+            server = (server_cpu() - server0) / (seconds * 0.9)  # CPU s per s of the run
         results = []
         for proc in procs:
             assert proc.stdout is not None
@@ -200,6 +227,9 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
         "max": max(lat) * 1000,
         "share": max(counts) / max(min(counts), 1),
         "cpu": sum(r["cpu"] for r in results),
+        # CPU per event, in ms: the writers' processes (pump included) and the server's.
+        "client_ms": sum(r["cpu"] for r in results) / max(sum(counts), 1) * 1000,
+        "server_ms": server / (sum(counts) / wall) * 1000 if counts and sum(counts) else 0.0,
         "load": load,
     }
 
@@ -235,6 +265,7 @@ def main() -> None:
                         print(
                             f"run {r + 1} {backend} {w} writers {mode}: {res['rate']:.0f}/s "
                             f"(sequenced {res['sequenced']:.0f}/s) "
+                            f"cpu/event {res['client_ms']:.3f}+{res['server_ms']:.3f} ms "
                             f"p99 {res['p99']:.1f} ms max {res['max']:.1f} ms "
                             f"share {res['share']:.2f} load {res['load']:.2f}",
                             file=sys.stderr,
@@ -272,6 +303,10 @@ def main() -> None:
                         f"{m(plain, 'cpu'):.1f}",
                         f"{ratio:.2f}",
                         f"{seq_ratio:.2f}",
+                        f"{m(pl, 'client_ms'):.3f} / {m(plain, 'client_ms'):.3f}",
+                        f"{m(pl, 'server_ms'):.3f} / {m(plain, 'server_ms'):.3f}"
+                        if backend == "postgres"
+                        else "-",
                         f"{m(pl, 'load'):.1f}",
                     ]
                 )
@@ -293,6 +328,8 @@ def main() -> None:
                 "plain CPU s",
                 "ratio",
                 "sequenced ratio",
+                "client CPU ms/event (plaudit / plain)",
+                "server CPU ms/event (plaudit / plain)",
                 "load",
             ],
             rows,

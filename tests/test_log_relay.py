@@ -226,3 +226,33 @@ def test_only_intake_that_waits_for_a_pass_skips_its_own_flush(pg_url: str) -> N
             assert tx.intake_put([row])[0][4] is True
             assert tx.scalar("SHOW synchronous_commit") == "on"
         assert p.log.sequence() == 1
+
+
+@pytest.mark.postgres
+def test_an_idle_pump_catches_trailing_projections_up(pg_url: str) -> None:
+    """Nobody reads, yet the trailing projection reaches the head: the pump applies it in
+    the time it has no intake to sequence, so a later reader finds little left to do."""
+    from plaudit.store import register_projection, unregister_projection
+    from test_projections import SessionCounts
+
+    proj = SessionCounts()
+    proj.trailing = True  # type: ignore[attr-defined]
+    register_projection(proj)
+    try:
+        with Plaudit.open(pg_url) as p:
+            for i in range(40):
+                p.log.enqueue(event(f"t{i}", i))
+            wait_for(p, 40)
+            start = time.monotonic()
+            while True:
+                with p.backend.read() as tx:
+                    applied = tx.scalar(
+                        "SELECT applied_seq FROM plaudit_projections WHERE name = 'test_counts'"
+                    )
+                if applied == 40:
+                    break
+                assert time.monotonic() - start < 10, f"applied through {applied} of 40"
+                time.sleep(0.01)
+            assert proj.applied == list(range(1, 41))
+    finally:
+        unregister_projection(proj.name)

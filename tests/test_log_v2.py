@@ -485,3 +485,37 @@ def test_run_functions_are_group_committed_and_isolated(db_url: str) -> None:
             assert got is not None and got.payload == {"v": k}
             assert isinstance(results[k], int) and results[k] < got.seq
         assert_whole(p, {f"run-{k}" for k in range(8) if k != 3})
+
+
+@pytest.mark.postgres
+def test_a_revision_0_postgres_schema_gains_the_intake_index_once(pg_url: str) -> None:
+    """Schema version 2 as the previous release left it (no batch index on the intake, no
+    revision key) opens, gains the index and the revision, and keeps every event; a process
+    of the previous release (which reads only the version) still finds version 2."""
+    import psycopg
+
+    from plaudit.config import split_schema
+    from plaudit.store.schema import SCHEMA_REVISION, SCHEMA_VERSION
+
+    with Plaudit.open(pg_url) as p:
+        p.log.append_batch([event(f"r0-{i}") for i in range(5)])
+    dsn, schema = split_schema(pg_url)
+
+    def state() -> tuple[Any, Any, Any]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            idx = conn.execute("SELECT to_regclass('plaudit_intake_batch')").fetchone()[0]
+            meta = dict(conn.execute("SELECT key, value FROM plaudit_meta").fetchall())
+        return idx, meta.get("schema_version"), meta.get("schema_revision")
+
+    assert state() == ("plaudit_intake_batch", SCHEMA_VERSION, str(SCHEMA_REVISION))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute("DROP INDEX plaudit_intake_batch")
+        conn.execute("DELETE FROM plaudit_meta WHERE key = 'schema_revision'")
+    assert state() == (None, SCHEMA_VERSION, None)
+    with Plaudit.open(pg_url) as p:
+        assert state() == ("plaudit_intake_batch", SCHEMA_VERSION, str(SCHEMA_REVISION))
+        p.log.enqueue(event("after"))
+        p.log.sequence()
+        assert_whole(p, {f"r0-{i}" for i in range(5)} | {"after"})

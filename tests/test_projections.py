@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from _logtools import ev, table_dump
 from plaudit import ConflictError, Plaudit, ValidationError, make_event
@@ -178,3 +180,91 @@ def test_import_string_registration_loads_lazily(pl: Plaudit) -> None:
         unregister_projection("test_counts")
     with pytest.raises(ConfigError, match="needs name and prefixes"):
         register_projection("test_projections:SessionCounts")
+
+
+# -- trailing projections: off the write path, caught up before anyone reads -------------
+
+
+@pytest.fixture
+def trailing() -> Iterator[SessionCounts]:
+    p = SessionCounts()
+    p.trailing = True  # type: ignore[attr-defined]
+    register_projection(p)
+    try:
+        yield p
+    finally:
+        unregister_projection(p.name)
+
+
+def test_trailing_projection_is_off_the_write_path(pl: Plaudit, trailing: SessionCounts) -> None:
+    from plaudit.store.projections import trailing_projections
+
+    assert trailing_projections() == ["signals", "test_counts"]  # router rows trail too
+    pl.log.append_batch([ev(i, session=f"s{i % 2}") for i in range(6)])
+    pl.log.append(ev(6, session="s0"))
+    assert trailing.applied == []  # the appends did not apply it...
+    assert counts(pl) == {"s0": 4, "s1": 3}  # ...the read caught it up, in log order
+    assert trailing.applied == list(range(1, 8))
+    assert applied_seq(pl) == 7
+
+
+def test_trailing_catch_up_runs_in_chunks_and_never_moves_back(
+    pl: Plaudit, trailing: SessionCounts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import plaudit.store.log as logmod
+
+    monkeypatch.setattr(logmod, "CATCH_UP_CHUNK", 3)
+    pl.log.append_batch([ev(i, session="a") for i in range(8)])
+    assert pl.log.catch_up() == 2 * 8  # positions, summed over "signals" and this one
+    assert pl.log.catch_up() == 0
+    assert applied_seq(pl) == 8
+    # A catch-up aimed at an older head (another process moved the projection past it
+    # meanwhile) leaves the state where it is: moving it back would apply events twice.
+    with pl.log.writer() as w:
+        assert pl.log.projections.catch_up(w.tx, "test_counts", 5, 3) == 8
+    assert applied_seq(pl) == 8
+    pl.log.append(ev(8, session="a"))
+    assert counts(pl) == {"a": 9}
+    assert trailing.applied == list(range(1, 10))
+
+
+@given(
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=6),
+    reads=st.lists(st.booleans(), min_size=6, max_size=6),
+    chunk=st.integers(1, 7),
+)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_trailing_state_does_not_depend_on_when_it_caught_up(
+    tmp_path_factory: pytest.TempPathFactory,
+    sizes: list[int],
+    reads: list[bool],
+    chunk: int,
+) -> None:
+    """However appends and catch-ups interleave, and whatever the chunk, the tables equal a
+    rebuild, and equal those of a projection applied on the write path."""
+    import plaudit.store.log as logmod
+
+    old = logmod.CATCH_UP_CHUNK
+    logmod.CATCH_UP_CHUNK = chunk
+    proj = SessionCounts()
+    proj.trailing = True  # type: ignore[attr-defined]
+    register_projection(proj)
+    try:
+        path = tmp_path_factory.mktemp("trail") / "p.db"
+        with Plaudit.open(str(path)) as p:
+            n = 0
+            for size, read in zip(sizes, reads, strict=False):
+                p.log.append_batch([ev(n + i, session=f"s{(n + i) % 3}") for i in range(size)])
+                n += size
+                if read:
+                    counts(p)
+            live = counts(p)
+            dump = table_dump(p, "test_counts", "session_id")
+            p.log.rebuild(["test_counts"])
+            assert table_dump(p, "test_counts", "session_id") == dump
+        assert sum(live.values()) == n
+    finally:
+        logmod.CATCH_UP_CHUNK = old
+        unregister_projection(proj.name)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from plaudit.store.projections import register_projection
 
-BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str]] = [
-    # (name, event type prefixes, "module:attr")
-    ("bandit", ("plaudit.bandit.",), "plaudit.bandit.projection:BanditProjection"),
-    ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection"),
-    ("signals", ("flow.router.",), "plaudit.signals.projection:SignalsProjection"),
+BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str, bool]] = [
+    # (name, event type prefixes, "module:attr", trailing)
+    # The bandit and the ledger read their own writes, so they apply on the write path.
+    ("bandit", ("plaudit.bandit.",), "plaudit.bandit.projection:BanditProjection", False),
+    ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection", False),
+    # Router rows are read by exports, audits and evaluations only: they trail the log, so a
+    # router's appends cost the log's work alone (see docs/log.md, "Trailing projections").
+    ("signals", ("flow.router.",), "plaudit.signals.projection:SignalsProjection", True),
 ]
 
-for _name, _prefixes, _target in BUILTIN_PROJECTIONS:
-    register_projection(_target, name=_name, prefixes=_prefixes)
+for _name, _prefixes, _target, _trailing in BUILTIN_PROJECTIONS:
+    register_projection(_target, name=_name, prefixes=_prefixes, trailing=_trailing)

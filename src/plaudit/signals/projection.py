@@ -394,6 +394,7 @@ def _stored(tx: Tx, ids: Iterable[str]) -> tuple[dict[str, list[Any]], ...]:
 class SignalsProjection:
     name = NAME
     version = VERSION
+    trailing = True  # off the write path: see plaudit.builtins
     prefixes = (PREFIX,)
     tables = TABLES + CACHE_TABLES
 

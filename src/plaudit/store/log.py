@@ -229,8 +229,13 @@ class _Request:
         self.found: dict[str, tuple[bytes | None, int | None, bytes | None]] = {}
 
 
+#: Marks the intake token of an `enqueue` call, whose caller waits for no notification (a
+#: waiting append's token is hex, so it never starts with this).
+UNHEARD = "q"
 #: Pending intake rows one sequencing pass takes at a time.
 DRAIN_CHUNK = 5000
+#: Log positions a trailing projection applies per write transaction when it catches up.
+CATCH_UP_CHUNK = 5_000
 #: A process that queued events asks for a pump at most this often (a pump elsewhere may
 #: hold the pump lock; asking costs a statement).
 PUMP_ASK_S = 0.05
@@ -262,7 +267,16 @@ class EventLog:
         if backend.has_intake:
             b: Any = backend
             self._relay = Relay(b.listener, b.channel)
-            self._pump = Pump(b.claim_pump, b.release_pump, b.intake_pending, self._pump_pass)
+            self._pump = Pump(
+                b.claim_pump,
+                b.release_pump,
+                b.intake_pending,
+                self._pump_pass,
+                idle=lambda: self.catch_up(budget_s=0.0) > 0,
+                waited_on=lambda: self._pass_heard,
+            )
+            #: Whether the last pass published a result someone waits for.
+            self._pass_heard = True
             backend.on_close.append(self._sequence_queued)
             backend.on_close.append(self._relay.close)
             backend.on_close.append(self._pump.close)
@@ -344,6 +358,7 @@ class EventLog:
         if self._pump is None:
             return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
         r = _Request(prepared, on_conflict)
+        r.batch = UNHEARD + uuid.uuid4().hex  # nobody waits on it: see `_drain`
         self._enqueue([r], acknowledged=True)
         if r.error is not None:
             raise r.error
@@ -734,12 +749,16 @@ class EventLog:
             singles: list[tuple[str, int]] = []
             for batch in _by_batch(rows):
                 token = batch[0][9]
+                # An enqueued call was answered at the intake: publishing its result would
+                # only wake every listening process for nothing.
+                heard = not token.startswith(UNHEARD)
                 strict = bool(batch[0][10])
                 if strict and any(known.get(r[1], r[8]) != bytes(r[8]) for r in batch):
                     bad = next(r[1] for r in batch if known.get(r[1], r[8]) != bytes(r[8]))
                     why = f"append call refused whole: id {bad!r} holds other content"
                     refused.extend((r, why) for r in batch)
-                    published.append((token, None))
+                    if heard:
+                        published.append((token, None))
                     continue
                 before = len(accepted)
                 for row in batch:
@@ -766,7 +785,9 @@ class EventLog:
                             digest,
                         )
                     )
-                if len(batch) == 1 and len(accepted) > before:
+                if not heard:
+                    pass
+                elif len(batch) == 1 and len(accepted) > before:
                     singles.append((token, before))
                 else:
                     published.append((token, None))
@@ -784,6 +805,7 @@ class EventLog:
             self._quarantine(tx, refused)
         if published and self._relay is not None:
             tx.notify(self.backend.channel(), encode_results(published))  # type: ignore[attr-defined]
+        self._pass_heard = bool(published)
         return total
 
     @staticmethod
@@ -1269,11 +1291,42 @@ class EventLog:
             return self.projections.rebuild(w.tx, head_seq, names)
 
     def ensure_projection(self, name: str) -> None:
-        """Create a projection's tables and catch it up, before a module reads them."""
+        """Create a projection's tables and catch it up to the head, before a module reads
+        them. A long catch-up (a trailing projection after many appends, a new version) runs
+        in transactions of `CATCH_UP_CHUNK` positions, so appends go on meanwhile; what the
+        caller then reads is the state as of a position at or after the head it asked at."""
         with self.reading() as view:  # the usual case: nothing to do, so no write lock
-            head_seq, _ = view.head()
-            if self.projections.is_current(view.tx, name, head_seq):
+            target, _ = view.head()
+            if self.projections.is_current(view.tx, name, target):
                 return
+        while self._catch_up_once(name, target) < target:
+            pass
+
+    def catch_up(self, *, budget_s: float | None = None) -> int:
+        """Apply what the trailing projections have not seen yet (see
+        plaudit.store.projections); returns how many log positions that covered, summed over
+        those projections. With
+        `budget_s`, stops after the first chunk that ends past it (the pump's idle work)."""
+        from plaudit.store.projections import trailing_projections
+
+        names = trailing_projections()
+        if not names:
+            return 0
+        started = time.monotonic()
+        covered = 0
+        with self.reading() as view:
+            target, _ = view.head()
+            behind = {n: self.projections.applied(view.tx, n) for n in names}
+        for name in names:
+            at = behind[name] or 0
+            while at < target:
+                now = self._catch_up_once(name, target)
+                covered += now - at
+                at = now
+                if budget_s is not None and time.monotonic() - started > budget_s:
+                    return covered
+        return covered
+
+    def _catch_up_once(self, name: str, target: int) -> int:
         with self.writer() as w:
-            head_seq, _ = w.head()
-            self.projections.ensure_named(w.tx, name, head_seq)
+            return self.projections.catch_up(w.tx, name, target, CATCH_UP_CHUNK)

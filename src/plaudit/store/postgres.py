@@ -28,26 +28,42 @@ from plaudit.store.schema import EVENT_COLUMNS, INTAKE_COLUMNS
 if TYPE_CHECKING:
     from plaudit.store.checkpointing import HeadState
 
+#: Which taken intake ids the log already holds, probed by index one row at a time: a plain
+#: join was planned as a scan of the whole log whenever the intake's statistics were stale.
+_KNOWN_JOIN = (
+    "LEFT JOIN LATERAL (SELECT content_digest, seq FROM plaudit_events WHERE id = t.id "
+    "OFFSET 0) e ON true"  # OFFSET 0: kept a per-row probe, never flattened into a join
+)
+#: The oldest pending append calls, whole: `= ANY(ARRAY(...))` is looked up in the batch
+#: index, where `IN (subquery)` was planned as a scan of the intake, dead rows included.
+#: Whether any intake is pending, found in the primary key: `EXISTS (SELECT 1 FROM ...)` read
+#: the table's heap from the start, through every row that passes had deleted since vacuum.
+_INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NULL)"
+_TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
 SMALL_INSERT = 64
 #: Parameters per multi-row INSERT where COPY cannot be used (the protocol allows 65,535).
 PIPELINE_INSERT_PARAMS = 20_000
 
+#: Each stored column's PostgreSQL type, for statements that cast parameters.
+_COLUMN_TYPES = {
+    **dict.fromkeys(("seq", "ts_ms"), "bigint"),
+    **dict.fromkeys(("id", "type", "session_id", "source", "payload", "meta", "batch"), "text"),
+    **dict.fromkeys(("content_digest", "hash"), "bytea"),
+    "strict": "boolean",
+}
 #: The rows `intake_put` takes in, in INTAKE_COLUMNS order: one row, or columns as arrays.
-_INTAKE_TYPES = (
-    "text",
-    "text",
-    "bigint",
-    "text",
-    "text",
-    "text",
-    "text",
-    "bytea",
-    "text",
-    "boolean",
-)
+_INTAKE_TYPES = tuple(_COLUMN_TYPES[c] for c in INTAKE_COLUMNS)
 _INTAKE_ONE = "VALUES (" + ", ".join(f"%s::{t}" for t in _INTAKE_TYPES) + ")"
+#: Event rows as column arrays (EVENT_COLUMNS order): the statement's text is the same for
+#: any number of rows, so the driver parses it once, where a multi-row VALUES list is parsed
+#: anew per row count (most of a small sequencing pass's driver time).
+_EVENT_TYPES = tuple(_COLUMN_TYPES[c] for c in EVENT_COLUMNS)
+_EVENTS_UNNEST = (
+    f"INSERT INTO plaudit_events ({','.join(EVENT_COLUMNS)}) "
+    "SELECT * FROM unnest(" + ", ".join(f"%b::{t}[]" for t in _EVENT_TYPES) + ")"
+)
 _INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
 
 #: Joined into a lone intake statement (its own transaction) to commit it without waiting for
@@ -61,6 +77,11 @@ TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
 #: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
 #: dies with its connection.
 _PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
+
+
+def _as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """Rows as one list per column, for an `unnest` of arrays."""
+    return [list(col) for col in zip(*rows, strict=True)]
 
 
 @lru_cache(maxsize=1024)
@@ -213,7 +234,7 @@ class PostgresTx(Tx):
 
     def intake_pending(self) -> bool:
         cur = self.conn.cursor()
-        cur.execute("SELECT EXISTS (SELECT 1 FROM plaudit_intake)")
+        cur.execute(f"SELECT {_INTAKE_PENDING}")
         return bool(cur.fetchone()[0])
 
     def intake_take_known(
@@ -224,11 +245,10 @@ class PostgresTx(Tx):
         cols = ", ".join(INTAKE_COLUMNS)
         cur = self.conn.cursor()
         cur.execute(
-            "WITH t AS (DELETE FROM plaudit_intake WHERE batch IN "
-            "(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s) "
+            f"WITH t AS (DELETE FROM plaudit_intake WHERE {_TAKE_BATCHES} "
             f"RETURNING n, {cols}) "
             "SELECT t.*, e.content_digest, e.seq FROM t "
-            "LEFT JOIN plaudit_events e ON e.id = t.id ORDER BY t.n",
+            f"{_KNOWN_JOIN} ORDER BY t.n",
             (limit,),
         )
         rows: list[tuple[Any, ...]] = []
@@ -252,11 +272,10 @@ class PostgresTx(Tx):
             "WITH h AS (SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms "
             f"FROM plaudit_head WHERE one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
             "FOR UPDATE), "
-            "t AS (DELETE FROM plaudit_intake WHERE EXISTS (SELECT 1 FROM h) AND batch IN "
-            "(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s) "
+            f"t AS (DELETE FROM plaudit_intake WHERE EXISTS (SELECT 1 FROM h) AND {_TAKE_BATCHES} "
             f"RETURNING n, {cols}) "
             "SELECT h.*, t.*, e.content_digest, e.seq FROM h LEFT JOIN t ON true "
-            "LEFT JOIN plaudit_events e ON e.id = t.id ORDER BY t.n",
+            f"{_KNOWN_JOIN} ORDER BY t.n",
             (limit,),
         )
         got = cur.fetchall()
@@ -278,7 +297,7 @@ class PostgresTx(Tx):
         cur = self.conn.cursor()
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            "EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head h WHERE h.one = 1 "
+            f"{_INTAKE_PENDING} FROM plaudit_head h WHERE h.one = 1 "
             f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h"
         )
         row = cur.fetchone()
@@ -295,7 +314,7 @@ class PostgresTx(Tx):
         cur = self.conn.cursor()
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            "EXISTS (SELECT 1 FROM plaudit_intake), "
+            f"{_INTAKE_PENDING}, "
             "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
             "FROM plaudit_events e WHERE e.id = ANY(%s)) "
             f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
@@ -311,6 +330,13 @@ class PostgresTx(Tx):
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
         """COPY for bulk; a multi-row INSERT for a few rows (one round trip, not two)."""
         with _translated():
+            if (
+                table == "plaudit_events"
+                and tuple(columns) == EVENT_COLUMNS
+                and (len(rows) <= SMALL_INSERT or self.pipelined)
+            ):
+                self.cur.execute(_EVENTS_UNNEST, _as_columns(rows))
+                return
             if len(rows) <= SMALL_INSERT or self.pipelined:  # no COPY in pipeline mode
                 one = "(" + ",".join(["%s"] * len(columns)) + ")"
                 step = max(1, PIPELINE_INSERT_PARAMS // len(columns))
@@ -331,13 +357,13 @@ class PostgresTx(Tx):
         if not ids or len(ids) > 500:
             cur.execute(
                 "SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms, "
-                "EXISTS (SELECT 1 FROM plaudit_intake) FROM plaudit_head WHERE one = 1 FOR UPDATE"
+                f"{_INTAKE_PENDING} FROM plaudit_head WHERE one = 1 FOR UPDATE"
             )
             row = cur.fetchone()
             return _head_state(row[:6], bool(row[6]))
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            "EXISTS (SELECT 1 FROM plaudit_intake), "
+            f"{_INTAKE_PENDING}, "
             "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
             "FROM plaudit_events e WHERE e.id = ANY(%s)) "
             "FROM plaudit_head h WHERE h.one = 1 FOR UPDATE OF h",
@@ -353,16 +379,13 @@ class PostgresTx(Tx):
         if len(rows) > SMALL_INSERT:
             super().insert_events(rows, head)
             return False if self.pipelined else self.intake_pending()
-        cols = ",".join(EVENT_COLUMNS)
-        one = "(" + ",".join(["%s"] * len(EVENT_COLUMNS)) + ")"
-        values = ",".join([one] * len(rows))
         with _translated():
             self.cur.execute(
-                f"WITH ins AS (INSERT INTO plaudit_events ({cols}) VALUES {values} RETURNING 1) "
+                f"WITH ins AS ({_EVENTS_UNNEST} RETURNING 1) "
                 # (PostgreSQL runs a data-modifying WITH whether or not the UPDATE reads it.)
                 "UPDATE plaudit_head SET seq = %s, hash = %s, tree_size = %s, frontier = %s "
-                "WHERE one = 1 RETURNING EXISTS (SELECT 1 FROM plaudit_intake)",
-                [*(v for row in rows for v in row), *head],
+                f"WHERE one = 1 RETURNING {_INTAKE_PENDING}",
+                [*_as_columns(rows), *head],
             )
             if self.pipelined:  # the pump sequences late intake; reading this costs a trip
                 return False
@@ -559,7 +582,7 @@ class PostgresBackend(Backend):
             self.connection().execute(f"SELECT pg_advisory_unlock({_PUMP_KEY})")
 
     def intake_pending(self) -> bool:
-        row = self.connection().execute("SELECT EXISTS (SELECT 1 FROM plaudit_intake)").fetchone()
+        row = self.connection().execute(f"SELECT {_INTAKE_PENDING}").fetchone()
         return bool(row[0])
 
     def in_write(self) -> bool:

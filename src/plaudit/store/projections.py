@@ -1,4 +1,12 @@
-"""Projections: derived tables kept current in the same transaction as every append.
+"""Projections: derived tables kept current from the log.
+
+Most projections apply in the same transaction as every append, so a caller reads its own
+write (a ledger record's running total, a bandit select after its observe). A projection
+that only batch readers use can declare itself *trailing*: the write path skips it, and it
+applies the events it has not seen in large batches, before anyone reads it
+(`EventLog.ensure_projection`) and when a PostgreSQL pump is idle. Its tables are then always
+a consistent state as of the position it applied, which is never behind the log's head at
+the moment a reader asked for it. See docs/log.md, "Trailing projections".
 
 A projection declares which event types it consumes (by prefix), the tables it owns, how to
 create them and how to apply a batch of committed events. plaudit records, per projection,
@@ -41,17 +49,28 @@ class Projection(Protocol):
         """Create the tables (idempotently)."""
 
     def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
-        """Fold committed events, in log order, into the tables. Must be deterministic."""
+        """Fold committed events, in log order, into the tables. Must be deterministic.
+
+        A trailing projection (class attribute ``trailing = True``) must also give the same
+        state however the events are split into calls: it is applied in batches that do not
+        follow the appends' batches."""
 
 
 class _Entry:
     # A plain class, not a dataclass: importing dataclasses costs every shell hook ~1 ms.
-    __slots__ = ("name", "prefixes", "target")
+    __slots__ = ("name", "prefixes", "target", "trailing")
 
-    def __init__(self, name: str, prefixes: tuple[str, ...], target: str | Projection) -> None:
+    def __init__(
+        self,
+        name: str,
+        prefixes: tuple[str, ...],
+        target: str | Projection,
+        trailing: bool = False,
+    ) -> None:
         self.name = name
         self.prefixes = prefixes
         self.target = target
+        self.trailing = trailing
 
     def load(self) -> Projection:
         if isinstance(self.target, str):
@@ -71,15 +90,31 @@ _REGISTRY: dict[str, _Entry] = {}
 
 
 def register_projection(
-    projection: Projection | str, *, name: str | None = None, prefixes: Sequence[str] = ()
+    projection: Projection | str,
+    *,
+    name: str | None = None,
+    prefixes: Sequence[str] = (),
+    trailing: bool | None = None,
 ) -> None:
-    """Register a projection globally. Import strings need `name` and `prefixes` up front."""
+    """Register a projection globally. Import strings need `name` and `prefixes` up front.
+
+    `trailing` (default: the projection's own ``trailing`` attribute, else False) takes the
+    projection off the write path: see the module's docstring."""
     if isinstance(projection, str):
         if not name or not prefixes:
             raise ConfigError("a projection given as an import string needs name and prefixes")
-        _REGISTRY[name] = _Entry(name, tuple(prefixes), projection)
+        _REGISTRY[name] = _Entry(name, tuple(prefixes), projection, bool(trailing))
     else:
-        _REGISTRY[projection.name] = _Entry(projection.name, tuple(projection.prefixes), projection)
+        if trailing is None:
+            trailing = bool(getattr(projection, "trailing", False))
+        _REGISTRY[projection.name] = _Entry(
+            projection.name, tuple(projection.prefixes), projection, trailing
+        )
+
+
+def trailing_projections() -> list[str]:
+    """The registered projections that apply off the write path."""
+    return sorted(n for n, e in _REGISTRY.items() if e.trailing)
 
 
 def unregister_projection(name: str) -> None:
@@ -200,7 +235,11 @@ class ProjectionManager:
         self._known_head = -1
 
     def matching(self, event_type: str) -> list[_Entry]:
-        return [e for e in _REGISTRY.values() if event_type.startswith(e.prefixes)]
+        """The projections the write path applies to an event of this type (trailing ones
+        catch up later, see `catch_up`)."""
+        return [
+            e for e in _REGISTRY.values() if not e.trailing and event_type.startswith(e.prefixes)
+        ]
 
     def _state(self, tx: Tx, name: str) -> tuple[int, int] | None:
         row = tx.fetchone(
@@ -299,6 +338,24 @@ class ProjectionManager:
 
     def ensure_named(self, tx: Tx, name: str, head: int) -> Projection:
         return self.ensure(tx, self._entry(name), head)
+
+    def applied(self, tx: Tx, name: str) -> int | None:
+        """The position a projection applied through at its current version (None: it must
+        be built from the start)."""
+        proj = self._entry(name).load()
+        state = self._state(tx, proj.name)
+        return None if state is None or state[0] != proj.version else state[1]
+
+    def catch_up(self, tx: Tx, name: str, head: int, chunk: int) -> int:
+        """Apply at most `chunk` more positions of the log to a projection (a version change
+        rebuilds it from the start); returns the position it now stands at. Callers run this
+        in short write transactions so that sequencing interleaves with a long catch-up."""
+        start = self.applied(tx, name)
+        if start is not None and start >= head:
+            return start  # others caught it up meanwhile: never move a state back
+        upto = min(head, (start or 0) + max(1, chunk))
+        self.ensure_named(tx, name, upto)
+        return upto
 
     def is_current(self, tx: Tx, name: str, head: int) -> bool:
         """True when the projection exists at its version and has applied the whole log."""

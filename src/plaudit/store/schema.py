@@ -29,6 +29,9 @@ HEAD_COLUMNS_V2 = (
 #: 2 added the intake table (PostgreSQL), the Merkle tree (its compact range in the head row,
 #: its upper nodes in plaudit_tree_nodes) and signed checkpoints; verify protects content_digest.
 SCHEMA_VERSION = "2"
+#: Additive changes within a schema version (an index, say). Older processes of the same
+#: version ignore the revision and keep working; a newer one adds what is missing, once.
+SCHEMA_REVISION = 1
 
 
 EVENT_COLUMNS = (
@@ -72,6 +75,9 @@ _INTAKE_DDL = """CREATE TABLE IF NOT EXISTS plaudit_intake (
         batch TEXT NOT NULL,
         strict BOOLEAN NOT NULL
     )"""
+#: A pass takes whole append calls (`batch`) oldest first; without this index each pass read
+#: the whole intake table, dead rows included (revision 1).
+_INTAKE_INDEX = "CREATE INDEX IF NOT EXISTS plaudit_intake_batch ON plaudit_intake (batch)"
 
 _DDL = (
     """CREATE TABLE IF NOT EXISTS plaudit_events (
@@ -141,9 +147,14 @@ def schema_version(tx: Tx) -> str | None:
     return None if v is None else str(v)
 
 
+def _revision(tx: Tx) -> int:
+    v = tx.scalar("SELECT value FROM plaudit_meta WHERE key = 'schema_revision'")
+    return int(v) if v is not None and str(v).isdigit() else 0
+
+
 def schema_current(tx: Tx) -> bool:
-    """True when the log's tables exist at this version (a read; no lock needed)."""
-    return schema_version(tx) == SCHEMA_VERSION
+    """True when the log's tables exist at this version and revision (a read; no lock)."""
+    return schema_version(tx) == SCHEMA_VERSION and _revision(tx) >= SCHEMA_REVISION
 
 
 def create_schema(tx: Tx) -> None:
@@ -173,6 +184,7 @@ def create_schema(tx: Tx) -> None:
             tx.execute(tx.ddl(f"ALTER TABLE plaudit_head ADD COLUMN {name} {decl}"))
     if tx.dialect == "postgres":
         tx.execute(_INTAKE_DDL)
+        tx.execute(_INTAKE_INDEX)
     for stmt in _GUARDS[tx.dialect]:
         tx.execute(stmt)
     # A new store's first checkpoint is due one period after it was made, not on its first
@@ -186,4 +198,9 @@ def create_schema(tx: Tx) -> None:
         "INSERT INTO plaudit_meta (key, value) VALUES ('schema_version', ?) "
         "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         (SCHEMA_VERSION,),
+    )
+    tx.execute(
+        "INSERT INTO plaudit_meta (key, value) VALUES ('schema_revision', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(max(SCHEMA_REVISION, _revision(tx))),),
     )
