@@ -268,3 +268,28 @@ def test_trailing_state_does_not_depend_on_when_it_caught_up(
     finally:
         logmod.CATCH_UP_CHUNK = old
         unregister_projection(proj.name)
+
+
+def test_a_process_settles_a_small_trailing_backlog_when_it_closes(
+    db_url: str, trailing: SessionCounts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing brings the rows up to date after a batch of appends (the next reader has
+    nothing to do); a backlog over one chunk (a bulk import) is left to the readers."""
+    import plaudit.store.log as logmod
+
+    monkeypatch.setattr(logmod, "CATCH_UP_CHUNK", 10)
+    monkeypatch.setattr(logmod, "SETTLE_MIN", 3)
+    with Plaudit.open(db_url) as p:
+        p.log.append_batch([ev(i, session="a") for i in range(2)])
+    assert trailing.applied == []  # fewer than SETTLE_MIN: a hook's emit pays no catch-up
+    with Plaudit.open(db_url) as p:
+        p.log.append_batch([ev(i, session="a") for i in range(2, 5)])
+        assert trailing.applied == []
+    assert trailing.applied == [1, 2, 3, 4, 5]
+    with Plaudit.open(db_url) as p:
+        assert applied_seq(p) == 5
+        p.log.append_batch([ev(i, session="a") for i in range(5, 21)])  # 16 > one chunk
+    assert trailing.applied == [1, 2, 3, 4, 5]
+    with Plaudit.open(db_url) as p:
+        assert applied_seq(p) == 5
+        assert counts(p) == {"a": 21}  # the reader catches up

@@ -12,6 +12,10 @@ from typing import Any
 from plaudit.server.guards import check_serving
 from plaudit.server.timeouts import Timeouts, protocol_class
 
+#: Spare store connections opened before the first request (the worker threads of a few
+#: concurrent requests; more are opened as needed and kept when their threads retire).
+WARM_CONNECTIONS = 8
+
 
 def run_server(
     app: Any,
@@ -29,6 +33,10 @@ def run_server(
     timeouts = timeouts or Timeouts()
     state = getattr(app, "state", None)
     check_serving(host, getattr(state, "token", None) if state is not None else None)
+    plaudit = getattr(state, "plaudit", None) if state is not None else None
+    if plaudit is not None:
+        # Connections for the first requests' worker threads, opened now rather than by them.
+        plaudit.backend.warm(WARM_CONNECTIONS)
     # Everything loaded so far lives as long as the server: move it out of the collector's
     # way, so a full collection walks only what requests create (shorter pauses in p99).
     gc.collect()

@@ -6,6 +6,7 @@ SQL is written once with `?` placeholders and a few `{dialect}` words; each back
 from __future__ import annotations
 
 import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -165,8 +166,20 @@ class Tx(ABC):
         """SQL for the top-level field `name` of the JSON text in `column`, as int or text."""
 
 
+class _Holder:
+    """Lives in a thread's locals beside its connection, to learn when the thread ended."""
+
+    __slots__ = ("__weakref__",)
+
+
 class Backend(ABC):
-    """A connection factory with one connection per thread."""
+    """A connection factory with one connection per thread.
+
+    A thread's connection outlives the thread: when the thread ends, its connection goes back
+    to a spare list that the next new thread takes from. A server's worker threads come and go
+    (anyio retires idle ones), and opening a PostgreSQL connection costs a new thread's first
+    request 10 to 20 ms; keeping every dead thread's connection open would exhaust the
+    server's connections instead. `warm(n)` opens spares ahead of the first requests."""
 
     dialect: Dialect
     url: str
@@ -174,6 +187,7 @@ class Backend(ABC):
     def __init__(self) -> None:
         self._local = threading.local()
         self._all: list[Any] = []
+        self._spare: list[Any] = []
         self._all_lock = threading.Lock()
         #: Called first by `close()` (threads the log started for this store stop there).
         self.on_close: list[Callable[[], None]] = []
@@ -181,14 +195,57 @@ class Backend(ABC):
     @abstractmethod
     def _connect(self) -> Any: ...
 
+    def _idle(self, conn: Any) -> bool:
+        """Whether a connection is between transactions, so another thread may use it."""
+        return True
+
     def connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
             with self._all_lock:
-                self._all.append(conn)
+                conn = self._spare.pop() if self._spare else None
+            if conn is None:
+                conn = self._connect()
+                with self._all_lock:
+                    self._all.append(conn)
+            self._local.conn = conn
+            # Dropped with the thread's locals when the thread ends: the connection goes back.
+            holder = self._local.holder = _Holder()
+            weakref.finalize(holder, self._give_back, conn)
         return conn
+
+    def _give_back(self, conn: Any) -> None:
+        """The thread that used `conn` ended: keep it for the next new thread if it is idle."""
+        with self._all_lock:
+            if not any(c is conn for c in self._all):
+                return  # the store was closed meanwhile, and the connection with it
+            if self._idle(conn):
+                self._spare.append(conn)
+                return
+            self._all = [c for c in self._all if c is not conn]
+        with suppress(Exception):
+            conn.close()
+
+    def warm(self, n: int) -> int:
+        """Open connections up to `n` spares, in parallel (a server calls this before its
+        first request); returns how many are spare now."""
+        with self._all_lock:
+            missing = max(0, n - len(self._spare))
+        opened: list[Any] = []
+
+        def one() -> None:
+            with suppress(Exception):  # a failure shows on first use, with its message
+                opened.append(self._connect())
+
+        threads = [threading.Thread(target=one) for _ in range(missing)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with self._all_lock:
+            self._all.extend(opened)
+            self._spare.extend(opened)
+            return len(self._spare)
 
     #: True when appends that find the write lock taken can be made durable in the intake
     #: table and sequenced by whoever holds it (see docs/log.md, "How an append flows").
@@ -243,7 +300,7 @@ class Backend(ABC):
             with suppress(Exception):
                 hook()
         with self._all_lock:
-            conns, self._all = self._all, []
+            conns, self._all, self._spare = self._all, [], []
         for c in conns:
             with suppress(Exception):
                 c.close()

@@ -236,6 +236,9 @@ UNHEARD = "q"
 DRAIN_CHUNK = 5000
 #: Log positions a trailing projection applies per write transaction when it catches up.
 CATCH_UP_CHUNK = 5_000
+#: Events for trailing projections a process must have appended before closing its store
+#: catches them up (see `EventLog._settle`).
+SETTLE_MIN = 64
 #: A process that queued events asks for a pump at most this often (a pump elsewhere may
 #: hold the pump lock; asking costs a statement).
 PUMP_ASK_S = 0.05
@@ -246,6 +249,9 @@ WAIT_LIMIT_S = 120.0
 
 
 class EventLog:
+    #: How many events for trailing projections this process appended (see `_settle`).
+    _trail_pending = 0
+
     def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
         self.backend = backend
         self.projections = ProjectionManager()
@@ -282,6 +288,7 @@ class EventLog:
             backend.on_close.append(self._pump.close)
         # Events this process queued (`enqueue`) that may still wait for positions.
         self._queued = False
+        backend.on_close.append(self._settle)
         self._pump_asked = 0.0
 
     # -- set-up -------------------------------------------------------------------------
@@ -949,12 +956,16 @@ class EventLog:
         """The committed events the projections consume (only types some projection wants)."""
         stored: list[StoredEvent] = []
         cache: dict[str, bool] = {}
+        trails: dict[str, bool] = {}
         matching = self.projections.matching
         for p, row in zip(prepared, rows, strict=True):
             e = p.event
             m = cache.get(e.type)
             if m is None:
                 m = cache[e.type] = bool(matching(e.type))
+                trails[e.type] = self.projections.trails(e.type)
+            if trails[e.type]:
+                self._trail_pending += 1
             if m:
                 stored.append(
                     StoredEvent(
@@ -1302,11 +1313,12 @@ class EventLog:
         while self._catch_up_once(name, target) < target:
             pass
 
-    def catch_up(self, *, budget_s: float | None = None) -> int:
+    def catch_up(self, *, budget_s: float | None = None, max_lag: int | None = None) -> int:
         """Apply what the trailing projections have not seen yet (see
         plaudit.store.projections); returns how many log positions that covered, summed over
         those projections. With
-        `budget_s`, stops after the first chunk that ends past it (the pump's idle work)."""
+        `budget_s`, stops after the first chunk that ends past it (the pump's idle work); with
+        `max_lag`, leaves alone a projection further behind than that."""
         from plaudit.store.projections import trailing_projections
 
         names = trailing_projections()
@@ -1319,6 +1331,8 @@ class EventLog:
             behind = {n: self.projections.applied(view.tx, n) for n in names}
         for name in names:
             at = behind[name] or 0
+            if max_lag is not None and target - at > max_lag:
+                continue
             while at < target:
                 now = self._catch_up_once(name, target)
                 covered += now - at
@@ -1326,6 +1340,16 @@ class EventLog:
                 if budget_s is not None and time.monotonic() - started > budget_s:
                     return covered
         return covered
+
+    def _settle(self) -> None:
+        """On close: a process that appended a batch's worth of events for a trailing
+        projection brings it up to date if little is left (one chunk), so the rows are current
+        soon after the events arrive and the next reader has nothing to do. A bulk import's
+        backlog is left to the readers, and so are a few events (a shell hook's one emit
+        should not pay a second commit)."""
+        if self._trail_pending >= SETTLE_MIN:
+            self._trail_pending = 0
+            self.catch_up(max_lag=CATCH_UP_CHUNK)
 
     def _catch_up_once(self, name: str, target: int) -> int:
         with self.writer() as w:

@@ -439,6 +439,11 @@ class PostgresBackend(Backend):
 
     has_intake = True
 
+    def _idle(self, conn: Any) -> bool:
+        from psycopg.pq import TransactionStatus
+
+        return not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+
     def _require_store(self, conn: Any) -> None:
         from plaudit.config import describe_store, redact_dsn
 

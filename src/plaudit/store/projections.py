@@ -241,6 +241,10 @@ class ProjectionManager:
             e for e in _REGISTRY.values() if not e.trailing and event_type.startswith(e.prefixes)
         ]
 
+    def trails(self, event_type: str) -> bool:
+        """Whether a trailing projection wants events of this type."""
+        return any(e.trailing and event_type.startswith(e.prefixes) for e in _REGISTRY.values())
+
     def _state(self, tx: Tx, name: str) -> tuple[int, int] | None:
         row = tx.fetchone(
             "SELECT version, applied_seq FROM plaudit_projections WHERE name = ?", (name,)

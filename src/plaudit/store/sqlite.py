@@ -117,6 +117,9 @@ class SqliteBackend(Backend):
 
         return Path(self.url)
 
+    def _idle(self, conn: sqlite3.Connection) -> bool:
+        return not conn.in_transaction
+
     def _connect(self) -> sqlite3.Connection:
         try:
             parent = os.path.dirname(self.url) if self.url != ":memory:" and self.create else ""
