@@ -79,6 +79,10 @@ TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
 _PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
 
 
+def _columns(alias: str, names: Sequence[str]) -> str:
+    return ", ".join(f"{alias}.{n}" for n in names)
+
+
 def _as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column, for an `unnest` of arrays."""
     return [list(col) for col in zip(*rows, strict=True)]
@@ -176,6 +180,19 @@ class PostgresTx(Tx):
         if len(rows) == 1:  # the common case: plain parameters, no arrays to build
             source = _INTAKE_ONE
             params: Sequence[Any] = rows[0]
+            # A new id (nearly every call) needs only the insert; what holds the id already
+            # is looked up (below) only when the insert did not happen.
+            cur = self.conn.cursor()
+            cur.execute(
+                f"INSERT INTO plaudit_intake ({names}) SELECT {_columns('i', INTAKE_COLUMNS)} "
+                f"FROM ({source}) AS i ({names})"
+                + (_RELAXED_JOIN if self.relaxed else "")
+                + " WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id) "
+                "ON CONFLICT (id) DO NOTHING RETURNING id",
+                params,
+            )
+            if cur.fetchone() is not None:
+                return [(rows[0][0], None, None, None, True)]
         else:
             source = _INTAKE_MANY
             params = [list(c) for c in zip(*rows, strict=True)]

@@ -41,6 +41,8 @@ POLL_S = 0.0005
 LINGER_S = 0.25
 #: Listener and pump threads with nothing to do for this long close their connections.
 IDLE_CLOSE_S = 5.0
+#: How long closing a store waits for its pump's pass or catch-up under way.
+CLOSE_WAIT_S = 10.0
 #: After a pass that carried only enqueued calls (nobody waits on them), the pump lets intake
 #: gather this long before the next pass: fewer, larger passes cost less per event, and an
 #: enqueued event is acknowledged already. An appender of this process that waits cuts the
@@ -253,5 +255,11 @@ class Pump:
             time.sleep(POLL_S)
 
     def close(self) -> None:
+        """Stop, and wait for the pass or catch-up under way: the store's connections close
+        next, and work still running on one of them would fail (or hold locks) mid-way."""
         self._closed = True
         self._wanted.set()
+        with self._lock:
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(CLOSE_WAIT_S)
