@@ -39,6 +39,13 @@ _KNOWN_JOIN = (
 #: Whether any intake is pending, found in the primary key: `EXISTS (SELECT 1 FROM ...)` read
 #: the table's heap from the start, through every row that passes had deleted since vacuum.
 _INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NULL)"
+#: The head as the statement's snapshot saw it. A statement that takes the lease reads the head
+#: row FOR UPDATE, which returns its latest version, but its other reads (which ids the log
+#: holds) use the snapshot taken when the statement began, before the lease: a sequencer that
+#: committed in between is missing from them. Every sequencing commit moves the head, so a
+#: snapshot head equal to the locked one means nothing was missed; otherwise those reads are
+#: repeated under the lease (`_known_now`).
+_SNAPSHOT_HEAD = "(SELECT seq FROM plaudit_head WHERE one = 1)"
 _TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
@@ -291,8 +298,8 @@ class PostgresTx(Tx):
             "FOR UPDATE), "
             f"t AS (DELETE FROM plaudit_intake WHERE EXISTS (SELECT 1 FROM h) AND {_TAKE_BATCHES} "
             f"RETURNING n, {cols}) "
-            "SELECT h.*, t.*, e.content_digest, e.seq FROM h LEFT JOIN t ON true "
-            f"{_KNOWN_JOIN} ORDER BY t.n",
+            f"SELECT {_SNAPSHOT_HEAD}, h.*, t.*, e.content_digest, e.seq FROM h "
+            f"LEFT JOIN t ON true {_KNOWN_JOIN} ORDER BY t.n",
             (limit,),
         )
         got = cur.fetchall()
@@ -301,13 +308,24 @@ class PostgresTx(Tx):
         rows: list[tuple[Any, ...]] = []
         known: dict[str, tuple[bytes, int]] = {}
         for row in got:
-            if row[6] is None:  # the head alone: nothing pending
+            if row[7] is None:  # the head alone: nothing pending
                 continue
-            rows.append(row[6:-2])
+            rows.append(row[7:-2])
             if row[-2] is not None:
-                known[row[7]] = (bytes(row[-2]), int(row[-1]))
+                known[row[8]] = (bytes(row[-2]), int(row[-1]))
+        if rows and got[0][0] != got[0][1]:
+            known = self._known_now([r[1] for r in rows])
         self.taken = (rows, known)
-        return _head_state(got[0][:6], False)
+        return _head_state(got[0][1:7], False)
+
+    def _known_now(self, ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
+        """Which of `ids` the log holds, read afresh under the lease: for when a statement's
+        snapshot predates the lease it took (see `_SNAPSHOT_HEAD`)."""
+        cur = self.conn.cursor()
+        cur.execute(
+            "SELECT id, content_digest, seq FROM plaudit_events WHERE id = ANY(%s)", (list(ids),)
+        )
+        return {r[0]: (bytes(r[1]), int(r[2])) for r in cur.fetchall()}
 
     def head_with_lease(self) -> HeadState:
         """Wait for the lease and read the head row under it, in one statement."""
@@ -333,7 +351,7 @@ class PostgresTx(Tx):
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
             f"{_INTAKE_PENDING}, "
             "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
-            "FROM plaudit_events e WHERE e.id = ANY(%s)) "
+            f"FROM plaudit_events e WHERE e.id = ANY(%s)), {_SNAPSHOT_HEAD} "
             f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
             "FOR UPDATE OF h",
             (list(ids or ()),),
@@ -341,7 +359,10 @@ class PostgresTx(Tx):
         row = cur.fetchone()
         if row is None:
             return None
-        known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
+        if ids and row[8] != row[0]:  # the snapshot predates the lease: look again
+            known = self._known_now(ids)
+        else:
+            known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
         return _head_state(row[:6], bool(row[6]))._replace(known=known if ids else None)
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
