@@ -37,10 +37,12 @@ mode, url, name, gate = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
 seconds = float(sys.argv[3])
 events = json.loads(sys.stdin.read())
 lat = []
-if mode in ("plaudit", "enqueue"):
+if mode in ("plaudit", "enqueue", "solo"):
+    if mode == "solo":  # every writer on its own, as on hosts of its own
+        os.environ["PLAUDIT_HOST_GROUP"] = "0"
     from plaudit import Plaudit
     p = Plaudit.open(url)
-    op = p.log.append if mode == "plaudit" else p.log.enqueue
+    op = p.log.enqueue if mode == "enqueue" else p.log.append
     def once(ev):
         op(ev)
 else:
@@ -84,7 +86,7 @@ while True:
     if t - start > seconds:
         break
 wall = time.perf_counter() - start
-if mode in ("plaudit", "enqueue"):
+if mode in ("plaudit", "enqueue", "solo"):
     p.close()  # an enqueuing writer gives its queued events positions here (if none did yet)
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -242,9 +244,11 @@ def main() -> None:
     ap.add_argument("--backends", default="postgres,sqlite")
     ap.add_argument(
         "--modes",
-        default="append,enqueue",
-        help="plaudit's ways to append (PostgreSQL only has both): append waits for the "
-        "event's position; enqueue returns once it is durable in the intake",
+        default="append,enqueue,solo",
+        help="plaudit's ways to append (PostgreSQL only has the last two): append waits for "
+        "the event's position; enqueue returns once it is durable (in the intake, or "
+        "written by the host leader); solo is append with PLAUDIT_HOST_GROUP=0, every writer "
+        "on its own as if each were on a host of its own",
     )
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     args = ap.parse_args()
@@ -257,8 +261,10 @@ def main() -> None:
             for backend in backends:
                 for w in counts:
                     modes = ["plaudit", "plain"]
-                    if backend == "postgres" and "enqueue" in args.modes.split(","):
-                        modes.insert(1, "enqueue")
+                    if backend == "postgres":
+                        for extra in ("solo", "enqueue"):
+                            if extra in args.modes.split(","):
+                                modes.insert(1, extra)
                     for mode in modes:
                         res = one_run(backend, mode, w, args.seconds, tmp)
                         runs.setdefault((backend, w, mode), []).append(res)
@@ -274,7 +280,7 @@ def main() -> None:
     for backend in backends:
         for w in counts:
             plain = runs[(backend, w, "plain")]
-            for mode in ("plaudit", "enqueue"):
+            for mode in ("plaudit", "enqueue", "solo"):
                 pl = runs.get((backend, w, mode))
                 if not pl:
                     continue
@@ -289,7 +295,7 @@ def main() -> None:
                 rows.append(
                     [
                         backend,
-                        "append" if mode == "plaudit" else mode,
+                        {"plaudit": "append", "solo": "append, each alone"}.get(mode, mode),
                         w,
                         f"{m(pl, 'rate'):,.0f}",
                         f"{m(pl, 'sequenced'):,.0f}",

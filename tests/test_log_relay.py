@@ -34,6 +34,14 @@ def event(id_: str, value: int = 0) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(autouse=True)
+def _one_process_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the intake, which processes of one host bypass when they group
+    their commits (plaudit.store.hostgroup, tested in tests/test_hostgroup.py): as processes
+    on different hosts do, each of them here writes for itself."""
+    monkeypatch.setenv("PLAUDIT_HOST_GROUP", "0")
+
+
 tokens = st.text(alphabet="0123456789abcdef", min_size=1, max_size=32)
 
 

@@ -40,7 +40,7 @@ from plaudit.store.backend import Backend, Tx
 from plaudit.store.chain import GENESIS, RangeResult, chain_new_rows, check_rows, range_sql
 from plaudit.store.checkpointing import Checkpointer, HeadState
 from plaudit.store.merkle import CompactRange, leaf_hashes
-from plaudit.store.projections import ProjectionManager, _row_to_event
+from plaudit.store.projections import ProjectionManager, _row_to_event, fingerprint
 from plaudit.store.relay import Pump, Relay, Waiter, encode_results
 from plaudit.store.schema import EVENT_COLUMNS, create_schema, schema_current
 from plaudit.store.tree import store_nodes
@@ -49,6 +49,8 @@ from plaudit.store.view import LogView
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
+
+    from plaudit.store import hostgroup
 
 #: "queued": durable in the intake, its position not given yet (see `EventLog.enqueue`).
 Status = Literal["appended", "present", "conflict", "queued"]
@@ -270,6 +272,15 @@ class EventLog:
         # sequencing while intake arrives (see plaudit.store.relay). Started when first needed.
         self._relay: Relay | None = None
         self._pump: Pump | None = None
+        #: Group commit with the other processes of this host (see plaudit.store.hostgroup).
+        self._host: hostgroup.HostGroup | None = None
+        if backend.has_intake:
+            # Imported here: the SQLite shell-hook path must not pay for sockets and paths.
+            from plaudit.store import hostgroup
+        if backend.has_intake and hostgroup.enabled():
+            self._host = hostgroup.HostGroup(backend.url, fingerprint, self._commit_calls)
+            # First: the leader answers what is under way while its connections still work.
+            backend.on_close.insert(0, self._host.close)
         if backend.has_intake:
             b: Any = backend
             self._relay = Relay(b.listener, b.channel)
@@ -364,6 +375,15 @@ class EventLog:
             return BatchResult([])
         if self._pump is None:
             return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
+        host = self._host
+        if host is not None:
+            # A host leader's group commit costs less than an intake row and a pass, and it
+            # answers with positions (a stronger acknowledgement than "queued").
+            forwarded = self._forward(host, prepared, on_conflict)
+            if forwarded is not None:
+                return forwarded
+            if host.grouping:
+                return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
         r = _Request(prepared, on_conflict)
         r.batch = UNHEARD + uuid.uuid4().hex  # nobody waits on it: see `_drain`
         self._enqueue([r], acknowledged=True)
@@ -419,18 +439,55 @@ class EventLog:
         self.projections.discard()
         self.checkpointer.discard()
 
+    @staticmethod
+    def _forward(
+        host: hostgroup.HostGroup, prepared: list[Prepared], on_conflict: OnConflict
+    ) -> BatchResult | None:
+        """The host leader's answer to this call, or None: write it here."""
+        triples = host.forward(prepared, on_conflict)
+        if triples is None:
+            return None
+        return BatchResult([AppendResult(i, s, st) for i, s, st in triples])
+
+    def _commit_calls(self, calls: list[tuple[list[Prepared], str]]) -> list[Any]:
+        """The host leader's handler: write calls (followers' and this process's own) in one
+        group commit; per call, its `BatchResult` or the exception it raised."""
+        reqs = [_Request(prepared, on_conflict) for prepared, on_conflict in calls]  # type: ignore[arg-type]
+        self._submit_many(reqs)
+        return [r.error if r.error is not None else r.result for r in reqs]
+
     def _submit(
         self,
         prepared: list[Prepared],
         on_conflict: OnConflict,
         fn: Callable[[Writer], Any] | None = None,
     ) -> Any:
-        """Group commit: whoever holds the leader lock writes every queued request at once."""
+        """Group commit: whoever holds the leader lock writes every queued request at once.
+        On PostgreSQL, a plain append call of a follower process goes to its host's leader."""
+        if fn is None and self._host is not None:
+            host = self._host
+            forwarded = self._forward(host, prepared, on_conflict)
+            if forwarded is not None:
+                return forwarded
+            if host.leading:
+                outcome = host.submit_local(prepared, on_conflict)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                if outcome is not None:
+                    return outcome
         req = _Request(prepared, on_conflict, fn)
+        self._submit_many([req])
+        if req.error is not None:
+            raise req.error
+        return req.result
+
+    def _submit_many(self, reqs: list[_Request]) -> None:
+        """Queue requests and see them written (by this thread or the group's leader); each
+        ends with its `result` or its `error` set."""
         with self._queue_lock:
-            self._queue.append(req)
+            self._queue.extend(reqs)
         with self._leader:
-            if not req.done:
+            if not all(r.done for r in reqs):
                 with self._queue_lock:
                     group, self._queue = self._queue, []
                 try:
@@ -444,29 +501,42 @@ class EventLog:
                         raise
                 else:
                     self._committed()
-        if req.error is not None:
-            raise req.error
-        return req.result
 
     def _commit_group(self, group: list[_Request]) -> None:
+        # A host leader writing its followers' calls waits for the lease rather than taking
+        # the intake: the few lease holders are the hosts' leaders, each with a whole group.
+        leads = self._host is not None and self._host.grouping
         if not self.backend.has_intake or any(r.fn is not None for r in group):
-            # Functions read state, so they need the lease itself, not the intake.
-            with self._sequencing() as (tx, head):
-                if head.pending:
-                    self._drain(tx)
-                else:
-                    tx.head_cache = head
-                outcomes = self._run_group(tx, group)
-            self._deliver(group, outcomes)
+            self._commit_waiting(group)
             return
         relay = self._relay
-        if relay is not None and relay.busy():
+        if relay is not None and relay.busy() and not leads:
             # A pump ran a pass moments ago: the lease is mostly taken, and a try that fails
             # costs a round trip, so go straight to the intake.
             self._take_in(group)
             return
-        single = group[0].prepared if len(group) == 1 else None
-        ids = [p.event.id for p in single] if single else None
+        # Which of the group's ids the log holds comes with the lease, in one statement.
+        ids = [p.event.id for r in group for p in r.prepared]
+        if len(ids) > 500:
+            ids = None
+        if self._try_group(group, ids):
+            return
+        if leads:
+            # Try again shortly rather than block on the lease: a blocked statement holds its
+            # table locks while it waits, and a lease holder's DDL (a projection created on
+            # first use) could then wait for them.
+            pause, deadline = 0.0005, time.monotonic() + WAIT_LIMIT_S
+            while time.monotonic() < deadline:
+                time.sleep(pause)
+                if self._try_group(group, ids):
+                    return
+                pause = min(pause * 2, 0.005)
+        # The lease is busy: make the requests durable in the intake table, then wait until
+        # the lease holder (or this process, once it gets the lease) has sequenced them.
+        self._take_in(group)
+
+    def _try_group(self, group: list[_Request], ids: list[str] | None) -> bool:
+        """Write the group if the lease is free (with pending intake first); False if not."""
         with self._try_sequence(ids) as got:
             if got is not None:
                 tx, head = got
@@ -479,12 +549,21 @@ class EventLog:
                     # Intake arrived while this group held the lease: sequence it in the same
                     # commit, so its appenders need not wait for another pass.
                     self._drain(tx)
-        if got is not None:
-            self._deliver(group, outcomes)
-            return
-        # The lease is busy: make the requests durable in the intake table, then wait until
-        # the lease holder (or this process, once it gets the lease) has sequenced them.
-        self._take_in(group)
+        if got is None:
+            return False
+        self._deliver(group, outcomes)
+        return True
+
+    def _commit_waiting(self, group: list[_Request]) -> None:
+        """Wait for the lease and write the group under it (functions read state, so they
+        need the lease itself, not the intake)."""
+        with self._sequencing() as (tx, head):
+            if head.pending:
+                self._drain(tx)
+            else:
+                tx.head_cache = head
+            outcomes = self._run_group(tx, group)
+        self._deliver(group, outcomes)
 
     def _take_in(self, group: list[_Request]) -> None:
         relay = self._relay
@@ -594,6 +673,8 @@ class EventLog:
         self, tx: Tx, group: list[_Request], head: HeadState | None = None
     ) -> list[tuple[Any, BaseException | None]]:
         """Write each request in turn; one that fails is undone alone (a savepoint each)."""
+        if len(group) > 1 and self.backend.has_intake and all(r.fn is None for r in group):
+            return self._write_group(tx, group, head)
         if len(group) == 1:
             r = group[0]
             if r.fn is not None:
@@ -620,6 +701,54 @@ class EventLog:
                     raise exc from None
                 out.append((None, exc))
             tx.execute("RELEASE SAVEPOINT plaudit_request")
+        return out
+
+    def _write_group(
+        self, tx: Tx, group: list[_Request], head: HeadState | None
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Several append calls as one write, without a savepoint each (on PostgreSQL each is
+        a statement): which ids the log holds is known before anything is written, so a
+        strict call that conflicts (with the log, or with an earlier call of the group) is
+        left out whole in Python, as `_drain` does with intake batches."""
+        if head is None:
+            head = tx.current_head()
+        if head.known is not None:
+            known = dict(head.known)
+        else:
+            known = LogView(tx).existing(p.event.id for r in group for p in r.prepared)
+        new: list[Prepared] = []
+        out: list[tuple[Any, BaseException | None]] = []
+        for r in group:
+            strict = r.on_conflict == "raise"
+            staged: list[Prepared] = []
+            mine: dict[str, tuple[bytes, int]] = {}
+            results: list[AppendResult] = []
+            bad: str | None = None
+            for p in r.prepared:
+                id_ = p.event.id
+                hit = mine.get(id_) or known.get(id_)
+                if hit is not None:
+                    if hit[0] == p.content_digest:
+                        results.append(AppendResult(id_, hit[1], "present"))
+                    elif strict:
+                        bad = id_
+                        break
+                    else:
+                        results.append(AppendResult(id_, hit[1], "conflict"))
+                    continue
+                seq = head.seq + len(new) + len(staged) + 1
+                mine[id_] = (p.content_digest, seq)
+                staged.append(p)
+                results.append(AppendResult(id_, seq, "appended"))
+            if bad is not None:
+                out.append((None, ConflictError(bad)))
+                continue
+            new.extend(staged)
+            known.update(mine)
+            out.append((BatchResult(results), None))
+        if new:
+            rows, last, tip = chain_new_rows(new, head.seq, head.hash, tx.blob)
+            self._finish(tx, head, rows, self._stored(new, rows), [], last, tip, inserted=False)
         return out
 
     # -- the intake path (backends with `has_intake`) -------------------------------------

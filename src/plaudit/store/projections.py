@@ -125,6 +125,13 @@ def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def fingerprint() -> str:
+    """What this process would apply to an event, for comparing with another process's."""
+    return "|".join(
+        f"{n}:{','.join(e.prefixes)}:{int(e.trailing)}" for n, e in sorted(_REGISTRY.items())
+    )
+
+
 def _upper(prefix: str) -> str:
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
