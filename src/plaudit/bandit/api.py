@@ -265,7 +265,10 @@ class Bandit:
             w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
 
         # Group-committed: a served store's concurrent selects and observes share one commit.
-        self.p.log.run(write)
+        # Unflushed: a run that power loss took away was never observed, so nothing learnt
+        # from it is lost; its observation's flushed commit makes the run durable too (see
+        # docs/bandit.md, "Durability"). A killed process keeps it at once.
+        self.p.log.run(write, durable=False)
         return Selection(
             run_id=run_id,
             included=included_ids,
