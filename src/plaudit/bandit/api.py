@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import policy, posteriors
+from plaudit.bandit import policy, posteriors, projection
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
 from plaudit.bandit.detect import referenced_arms
 from plaudit.bandit.projection import (
@@ -439,14 +439,15 @@ class Bandit:
             reg = self._registered(tx, [arm_id])
             if arm_id not in reg:
                 raise NotFoundError(f"no registered arm {arm_id!r}")
-            contexts = [
-                r[0]
-                for r in tx.fetchall(
-                    "SELECT scope FROM bandit_posteriors WHERE arm_id = ? AND scope <> ? "
-                    "ORDER BY scope",
-                    (arm_id, GLOBAL),
-                )
-            ]
+            stored = tx.fetchall(
+                "SELECT scope FROM bandit_posteriors WHERE arm_id = ? AND scope <> ?",
+                (arm_id, GLOBAL),
+            )
+            pending = projection.folded(tx, load_config(tx)).tables
+            contexts = sorted(
+                {r[0] for r in stored}
+                | {c for c, t in pending.items() if c != GLOBAL and arm_id in t.pos}
+            )
         return {
             "arm": reg[arm_id].to_dict(),
             "global": self.posteriors(level=level, arm_ids=[arm_id])[0].to_dict(),
@@ -461,7 +462,8 @@ class Bandit:
             return [
                 r[0]
                 for r in tx.fetchall(
-                    "SELECT DISTINCT scope FROM bandit_posteriors WHERE scope <> ? ORDER BY scope",
+                    "SELECT scope FROM bandit_posteriors WHERE scope <> ? UNION "
+                    "SELECT context FROM bandit_pending WHERE context IS NOT NULL ORDER BY 1",
                     (GLOBAL,),
                 )
             ]
@@ -538,6 +540,26 @@ class Bandit:
                 params.append(arm_id)
             rows = tx.fetchall(sql + " ORDER BY arm_id, obs_index", params)
             latest = {r[0]: r for r in tx.fetchall(now, params)}
+            # observations not yet checkpointed: their points, and the rows they changed
+            pend = projection.folded(tx, cfg, points=True)
+        rows += [
+            (pt[3], pt[0], pt[1], pt[4], pt[5])
+            for pt in pend.points
+            if pt[2] == scope and (arm_id is None or pt[3] == arm_id)
+        ]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        table = pend.tables.get(scope)
+        if table is not None:
+            cols = table.cols
+            for aid, i in table.pos.items():
+                if table.present[i] and (arm_id is None or aid == arm_id):
+                    latest[aid] = (
+                        aid,
+                        cols["last_index"][i],
+                        cols["last_ts"][i],
+                        cols["s"][i],
+                        cols["f"][i],
+                    )
         series: dict[str, list[dict[str, Any]]] = {}
 
         def point(aid: str, idx: Any, ts: Any, s: Any, f: Any) -> dict[str, Any]:
