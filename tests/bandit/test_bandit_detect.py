@@ -165,3 +165,17 @@ def test_referenced_arms_applies_every_rule_in_one_call() -> None:
         "memory:project:b": False,
         "section:system:x": True,
     }
+
+
+@given(
+    key=st.text(alphabet="aAsSkK._-/ſKİı1", min_size=1, max_size=6),
+    text=st.text(alphabet="aAsSkK._-/ſKİı1 \n", max_size=40),
+)
+@settings(max_examples=400, deadline=None)
+def test_quick_rejection_never_changes_a_match(key: str, text: str) -> None:
+    """The substring test before a regex search only ever skips searches that would fail,
+    including for characters IGNORECASE matches across scripts (long s, Kelvin sign)."""
+    from plaudit.bandit.detect import _found, _lowered, _path_re, _word_re
+
+    for rx in (_word_re(key), _path_re(key)):
+        assert _found(rx, key, text, _lowered(text)) == (rx.search(text) is not None)

@@ -118,28 +118,48 @@ def tool_call_text(tool_calls: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(msgspec.json.encode(dict(c)).decode() for c in tool_calls)
 
 
+def _lowered(text: str) -> str | None:
+    """`text` in lower case when it is ASCII, for `_found`'s quick rejection; else None."""
+    return text.lower() if text.isascii() else None
+
+
+def _found(rx: re.Pattern[str], key: str, text: str, low: str | None) -> bool:
+    # Most included arms are not referenced, and a substring test costs a fraction of a
+    # regex search (at 1,000 arms the searches were most of an observe). It is exact only
+    # for ASCII on both sides: IGNORECASE also matches e.g. "s" to the long s "ſ".
+    if low is not None and key.isascii() and key.lower() not in low:
+        return False
+    return rx.search(text) is not None
+
+
 def is_referenced(
     arm_id: str,
     content: str | None,
     text: str,
     calls_text: str,
     call_names: set[str],
+    *,
+    lowered: tuple[str | None, str | None] | None = None,
 ) -> bool:
     """The per-type rule: tool by call name, skill by word, file by name or path, memory by
-    any 20-character substring, section always."""
+    any 20-character substring, section always. `lowered`: `_lowered(text)` and
+    `_lowered(calls_text)`, computed once for many arms."""
     type_, category, name = arm_id.split(":", 2)
     if type_ == "section":
         return True
     if type_ == "tool":
         return name in call_names
+    low, calls_low = lowered or (_lowered(text), _lowered(calls_text))
     if type_ == "skill":
         rx = _word_re(category)
-        return bool(rx.search(text) or rx.search(calls_text))
+        return _found(rx, category, text, low) or _found(rx, category, calls_text, calls_low)
     if type_ == "file":
         path = content or name
         candidates = {path, path.replace("\\", "/").rsplit("/", 1)[-1]}
         return any(
-            c and (_path_re(c).search(text) or _path_re(c).search(calls_text)) for c in candidates
+            c
+            and (_found(_path_re(c), c, text, low) or _found(_path_re(c), c, calls_text, calls_low))
+            for c in candidates
         )
     if type_ == "memory":
         return bool(content) and MemoryIndex(content).found_in(text)
@@ -154,9 +174,10 @@ def referenced_arms(
     calls_text = tool_call_text(tool_calls)
     memories = tuple(sorted((a, c) for a, c in arms.items() if a.startswith("memory:") and c))
     found = memory_index(memories).referenced(text) if memories else set()
+    lowered = (_lowered(text), _lowered(calls_text))
     return {
         arm_id: (arm_id in found)
         if arm_id.startswith("memory:")
-        else is_referenced(arm_id, content, text, calls_text, names)
+        else is_referenced(arm_id, content, text, calls_text, names, lowered=lowered)
         for arm_id, content in arms.items()
     }
