@@ -185,3 +185,28 @@ def test_kill_9_loses_no_acknowledged_select(db_url: str, tmp_path: Path) -> Non
         for rid in acked:
             assert p.bandit.run(rid)["observation"] is None
             assert p.bandit.observe(rid, "x", tool_calls=[{"name": "Bash"}]).updated
+
+
+def test_a_reading_process_stays_exact_while_others_observe(db_url: str, arms, tmp_path: Path):
+    """A long-lived reader folds pending observations and takes checkpoints that other
+    processes write, while they write: what it ends with equals a fresh reader's view, and
+    no update is lost."""
+    with Plaudit.open(db_url) as p:
+        run_ids = _prepare(p, arms)
+        script = tmp_path / "worker.py"
+        script.write_text(WORKER)
+        procs = [
+            subprocess.Popen([sys.executable, str(script), db_url, *run_ids[i::3]])
+            for i in range(3)
+        ]
+        reads = 0
+        while any(proc.poll() is None for proc in procs):
+            p.bandit.posteriors("ctx")
+            p.bandit.posteriors()
+            reads += 1
+        assert [proc.wait(timeout=120) for proc in procs] == [0, 0, 0]
+        assert reads > 0
+        _check_no_lost_updates(p, arms)
+        mine = {c: p.bandit.posteriors(c) for c in (None, "ctx")}
+        with Plaudit.open(db_url) as fresh:
+            assert {c: fresh.bandit.posteriors(c) for c in (None, "ctx")} == mine
