@@ -229,8 +229,11 @@ class Bandit:
         run_id = uuid7()
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
-        included_ids = [ids[i] for i in inc]
-        p_inc = [round(float(x), 6) for x in probs[inc]]
+        if explicit is None and len(inc) > 64:
+            included_ids = cache.registry.id_array[inc].tolist()
+        else:
+            included_ids = [ids[i] for i in inc.tolist()]
+        p_inc = [round(x, 6) for x in probs[inc].tolist()]
         payload: dict[str, Any] = {
             "context": context,
             "budget": token_budget,

@@ -359,10 +359,7 @@ def fill(table: fold.Table, rows: list[tuple[Any, ...]]) -> None:
     if not rows:
         return
     at = np.fromiter((pos[r[0]] for r in rows), np.int64, len(rows))
-    width = len(fold.STATE) - 1
-    values = np.fromiter(
-        (v for r in rows for v in r[1:-1]), dtype=np.float64, count=len(rows) * width
-    ).reshape(len(rows), width)
+    values = np.array([r[1:-1] for r in rows], dtype=np.float64)
     hist = np.fromiter((r[-1] for r in rows), dtype=np.int64, count=len(rows))
     table.put(at, values, hist)
 
