@@ -118,18 +118,65 @@ def tool_call_text(tool_calls: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(msgspec.json.encode(dict(c)).decode() for c in tool_calls)
 
 
-def _lowered(text: str) -> str | None:
-    """`text` in lower case when it is ASCII, for `_found`'s quick rejection; else None."""
-    return text.lower() if text.isascii() else None
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_PATH_CHARS = _WORD_CHARS | {".", "-"}
+_WORD_RUN = re.compile(r"[a-z0-9_]+")
+_PATH_RUN = re.compile(r"[a-z0-9_.\-]+")
 
 
-def _found(rx: re.Pattern[str], key: str, text: str, low: str | None) -> bool:
-    # Most included arms are not referenced, and a substring test costs a fraction of a
-    # regex search (at 1,000 arms the searches were most of an observe). It is exact only
-    # for ASCII on both sides: IGNORECASE also matches e.g. "s" to the long s "ſ".
-    if low is not None and key.isascii() and key.lower() not in low:
-        return False
-    return rx.search(text) is not None
+class _Text:
+    """One text searched for many arms. Most included arms are not referenced, and a regex
+    search per arm was most of an observe at 1,000 arms; for ASCII text the rules reduce to set
+    lookups, exactly (IGNORECASE matches across scripts, e.g. "s" to the long s, so non-ASCII
+    text always gets the regex):
+
+    - a word rule (`_word_re`) on a key of word characters matches iff the key, lower-cased, is
+      a maximal run of word characters;
+    - a path rule (`_path_re`) on a key of word characters, "." and "-" matches iff the key is a
+      maximal run of those characters, or a prefix of one followed by a "." that is not followed
+      by a word character (a sentence's full stop)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower() if text.isascii() else None
+        self._words: set[str] | None = None
+        self._paths: set[str] | None = None
+
+    def words(self) -> set[str]:
+        if self._words is None:
+            self._words = set(_WORD_RUN.findall(self.low or ""))
+        return self._words
+
+    def paths(self) -> set[str]:
+        if self._paths is None:
+            out: set[str] = set()
+            for run in set(_PATH_RUN.findall(self.low or "")):
+                out.add(run)
+                at = run.find(".")
+                while at >= 0:
+                    if at + 1 == len(run) or run[at + 1] not in _WORD_CHARS:
+                        out.add(run[:at])
+                    at = run.find(".", at + 1)
+            self._paths = out
+        return self._paths
+
+    def word(self, key: str) -> bool:
+        low = key.lower()
+        if self.low is not None and key.isascii():
+            if _WORD_CHARS.issuperset(low):
+                return low in self.words()
+            if low not in self.low:
+                return False
+        return _word_re(key).search(self.text) is not None
+
+    def path(self, key: str) -> bool:
+        low = key.lower()
+        if self.low is not None and key.isascii():
+            if _PATH_CHARS.issuperset(low):
+                return low in self.paths()
+            if low not in self.low:
+                return False
+        return _path_re(key).search(self.text) is not None
 
 
 def is_referenced(
@@ -139,28 +186,23 @@ def is_referenced(
     calls_text: str,
     call_names: set[str],
     *,
-    lowered: tuple[str | None, str | None] | None = None,
+    texts: tuple[_Text, _Text] | None = None,
 ) -> bool:
     """The per-type rule: tool by call name, skill by word, file by name or path, memory by
-    any 20-character substring, section always. `lowered`: `_lowered(text)` and
-    `_lowered(calls_text)`, computed once for many arms."""
+    any 20-character substring, section always. `texts`: `text` and `calls_text` prepared
+    once for many arms."""
     type_, category, name = arm_id.split(":", 2)
     if type_ == "section":
         return True
     if type_ == "tool":
         return name in call_names
-    low, calls_low = lowered or (_lowered(text), _lowered(calls_text))
+    out, calls = texts or (_Text(text), _Text(calls_text))
     if type_ == "skill":
-        rx = _word_re(category)
-        return _found(rx, category, text, low) or _found(rx, category, calls_text, calls_low)
+        return out.word(category) or calls.word(category)
     if type_ == "file":
         path = content or name
         candidates = {path, path.replace("\\", "/").rsplit("/", 1)[-1]}
-        return any(
-            c
-            and (_found(_path_re(c), c, text, low) or _found(_path_re(c), c, calls_text, calls_low))
-            for c in candidates
-        )
+        return any(c and (out.path(c) or calls.path(c)) for c in candidates)
     if type_ == "memory":
         return bool(content) and MemoryIndex(content).found_in(text)
     return False
@@ -174,10 +216,10 @@ def referenced_arms(
     calls_text = tool_call_text(tool_calls)
     memories = tuple(sorted((a, c) for a, c in arms.items() if a.startswith("memory:") and c))
     found = memory_index(memories).referenced(text) if memories else set()
-    lowered = (_lowered(text), _lowered(calls_text))
+    texts = (_Text(text), _Text(calls_text))
     return {
         arm_id: (arm_id in found)
         if arm_id.startswith("memory:")
-        else is_referenced(arm_id, content, text, calls_text, names, lowered=lowered)
+        else is_referenced(arm_id, content, text, calls_text, names, texts=texts)
         for arm_id, content in arms.items()
     }
