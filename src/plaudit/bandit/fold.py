@@ -142,22 +142,20 @@ class Table:
 _INTS = frozenset({"pulls", "hits", "last_index", "last_ts", "hist"})
 
 
-def _gather(t: Table, at: np.ndarray, index: int, now: int) -> dict[str, np.ndarray]:
-    st = {k: v[at] for k, v in t.cols.items()}
-    fresh = ~t.present[at]
-    if fresh.any():
-        st["last_index"][fresh] = index
-        st["last_ts"][fresh] = now
-    return st
+_EV = (*evidence.FIELDS, "hist")
+_CTX_ZERO = (*hierarchy.SUMS, "mv_from", "mv_until")
 
 
-def _decays(cfg: BanditConfig, st: dict[str, np.ndarray], index: int, now: int) -> Any:
+def _decays(cfg: BanditConfig, t: Table, at: np.ndarray, index: int, now: int) -> Any:
     if not (cfg.half_life_runs or cfg.half_life_days):
         return 1.0
+    fresh = ~t.present[at]
+    li = np.where(fresh, index, t.cols["last_index"][at])
+    lt = np.where(fresh, now, t.cols["last_ts"][at])
     return np.array(
         [
-            decay_factor(cfg, index - li, now - lt)
-            for li, lt in zip(st["last_index"].tolist(), st["last_ts"].tolist(), strict=True)
+            decay_factor(cfg, index - a, now - b)
+            for a, b in zip(li.tolist(), lt.tolist(), strict=True)
         ]
     )
 
@@ -174,65 +172,62 @@ def apply(
     have a position in them), and into `counts` (scope: [observations, boost_until]). With
     `points`, the history points it adds are appended there. The projection's checkpoint and
     every reader (the selection cache, statistics) apply pending observations with this, so
-    all reach identical numbers."""
+    all reach identical numbers. A select folds one of these per observation it has not seen,
+    so only the columns that change are gathered and written back."""
     index, now, r = ob.index, ob.now, ob.r
     gi = np.fromiter((glob.pos[a] for a in ob.arms), np.int64, len(ob.arms))
-    g = _gather(glob, gi, index, now)
-    ev = (*evidence.FIELDS, "hist")
+    gcols = glob.cols
+    g = {k: gcols[k][gi] for k in _EV}
+    sums = {k: gcols[k][gi] for k in hierarchy.SUMS}
+    c: dict[str, Any] | None = None
+    ci = gi
     if ctx is not None:
         ci = np.fromiter((ctx.pos[a] for a in ob.arms), np.int64, len(ob.arms))
-        c = _gather(ctx, ci, index, now)
+        c = {k: ctx.cols[k][ci] for k in _EV}
         res = observe(
-            {k: c[k] for k in ev},
-            {k: g[k] for k in ev},
-            {k: g[k] for k in hierarchy.SUMS},
+            c,
+            g,
+            sums,
             r,
             cfg,
             float(index),
-            decay_context=_decays(cfg, c, index, now),
-            decay_global=_decays(cfg, g, index, now),
+            decay_context=_decays(cfg, ctx, ci, index, now),
+            decay_global=_decays(cfg, glob, gi, index, now),
         )
     else:
         res = observe(
-            None,
-            {k: g[k] for k in ev},
-            {k: g[k] for k in hierarchy.SUMS},
-            r,
-            cfg,
-            float(index),
-            decay_global=_decays(cfg, g, index, now),
+            None, g, sums, r, cfg, float(index), decay_global=_decays(cfg, glob, gi, index, now)
         )
-    scopes = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
-    for name in scopes:
+    for name in [GLOBAL] if ob.context is None else [GLOBAL, ob.context]:
         counts.setdefault(name, [0, 0])[0] += 1
-    mv_from, mv_until = g["mv_from"], g["mv_until"]
     if res.central.any():
         scope = counts[ob.context or GLOBAL]
         scope[1] = scope[0] + cfg.restart_runs
+        mv_from, mv_until = gcols["mv_from"][gi], gcols["mv_until"][gi]
         start = res.central & (mv_until <= index)
-        mv_from = np.where(start, float(index), mv_from)
-        mv_until = np.where(res.central, float(index + cfg.moved_runs), mv_until)
-    tables = [(GLOBAL, glob, gi, g, res.glob)]
-    if ctx is not None:
+        gcols["mv_from"][gi] = np.where(start, float(index), mv_from)
+        gcols["mv_until"][gi] = np.where(res.central, float(index + cfg.moved_runs), mv_until)
+    for k in hierarchy.SUMS:
+        gcols[k][gi] = res.sums[k]
+    tables: list[tuple[str, Table, np.ndarray, dict[str, Any], dict[str, Any]]] = [
+        (GLOBAL, glob, gi, g, res.glob)
+    ]
+    if ctx is not None and c is not None and res.ctx is not None:
         tables.append((ob.context or GLOBAL, ctx, ci, c, res.ctx))
+        fresh = ~ctx.present[ci]
+        if fresh.any():  # a context's row keeps no sums and no re-exploration window
+            for k in _CTX_ZERO:
+                ctx.cols[k][ci[fresh]] = 0.0
     for name, table, at, old, new in tables:
         cols = table.cols
-        for k in evidence.FIELDS:
-            cols[k][at] = new[k]
-        cols["hist"][at] = new["hist"]
-        pulls = old["pulls"] + 1.0
+        for k in _EV:
+            if new[k] is not old[k]:  # evidence.update returns the fields it left as they were
+                cols[k][at] = new[k]
+        pulls = cols["pulls"][at] + 1.0
         cols["pulls"][at] = pulls
-        cols["hits"][at] = old["hits"] + r
+        cols["hits"][at] += r
         cols["last_index"][at] = index
         cols["last_ts"][at] = now
-        if table is glob:
-            for k in hierarchy.SUMS:
-                cols[k][at] = res.sums[k]
-            cols["mv_from"][at] = mv_from
-            cols["mv_until"][at] = mv_until
-        else:  # a context's row keeps no sums and no re-exploration window
-            for k in (*hierarchy.SUMS, "mv_from", "mv_until"):
-                cols[k][at] = 0.0
         table.present[at] = True
         if points is not None:
             mark = (pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0)
