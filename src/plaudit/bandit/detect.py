@@ -161,22 +161,49 @@ class _Text:
         return self._paths
 
     def word(self, key: str) -> bool:
-        low = key.lower()
-        if self.low is not None and key.isascii():
-            if _WORD_CHARS.issuperset(low):
-                return low in self.words()
-            if low not in self.low:
-                return False
-        return _word_re(key).search(self.text) is not None
+        return self.has(_key(key), word=True)
 
     def path(self, key: str) -> bool:
-        low = key.lower()
-        if self.low is not None and key.isascii():
-            if _PATH_CHARS.issuperset(low):
-                return low in self.paths()
+        return self.has(_key(key), word=False)
+
+    def has(self, k: _Key, *, word: bool) -> bool:
+        """Whether the word rule (`word`) or the path rule matches key `k` in the text."""
+        key, low, plain_word, plain_path = k
+        if self.low is not None and low is not None:
+            if plain_word if word else plain_path:
+                return low in (self.words() if word else self.paths())
             if low not in self.low:
                 return False
-        return _path_re(key).search(self.text) is not None
+        rx = _word_re(key) if word else _path_re(key)
+        return rx.search(self.text) is not None
+
+
+#: A key prepared for `_Text.has`: the key, its lower case if ASCII (else None), and whether
+#: it is made only of word characters, or only of path-component characters.
+_Key = tuple[str, "str | None", bool, bool]
+
+
+@lru_cache(maxsize=65536)
+def _key(key: str) -> _Key:
+    if not key.isascii():
+        return (key, None, False, False)
+    low = key.lower()
+    return (key, low, _WORD_CHARS.issuperset(low), _PATH_CHARS.issuperset(low))
+
+
+@lru_cache(maxsize=65536)
+def _rule(arm_id: str, content: str | None) -> tuple[str, tuple[_Key, ...]]:
+    """An arm's type and the keys its rule looks for (parsed once per arm, not per run)."""
+    type_, category, name = arm_id.split(":", 2)
+    if type_ == "tool":
+        return type_, ((name, None, False, False),)
+    if type_ == "skill":
+        return type_, (_key(category),)
+    if type_ == "file":
+        path = content or name
+        candidates = dict.fromkeys((path, path.replace("\\", "/").rsplit("/", 1)[-1]))
+        return type_, tuple(_key(c) for c in candidates if c)
+    return type_, ()
 
 
 def is_referenced(
@@ -191,21 +218,16 @@ def is_referenced(
     """The per-type rule: tool by call name, skill by word, file by name or path, memory by
     any 20-character substring, section always. `texts`: `text` and `calls_text` prepared
     once for many arms."""
-    type_, category, name = arm_id.split(":", 2)
+    if arm_id.startswith("memory:"):
+        return bool(content) and MemoryIndex(content).found_in(text)
+    type_, keys = _rule(arm_id, content)
     if type_ == "section":
         return True
     if type_ == "tool":
-        return name in call_names
+        return keys[0][0] in call_names
     out, calls = texts or (_Text(text), _Text(calls_text))
-    if type_ == "skill":
-        return out.word(category) or calls.word(category)
-    if type_ == "file":
-        path = content or name
-        candidates = {path, path.replace("\\", "/").rsplit("/", 1)[-1]}
-        return any(c and (out.path(c) or calls.path(c)) for c in candidates)
-    if type_ == "memory":
-        return bool(content) and MemoryIndex(content).found_in(text)
-    return False
+    word = type_ == "skill"
+    return any(out.has(k, word=word) or calls.has(k, word=word) for k in keys)
 
 
 def referenced_arms(
@@ -216,10 +238,18 @@ def referenced_arms(
     calls_text = tool_call_text(tool_calls)
     memories = tuple(sorted((a, c) for a, c in arms.items() if a.startswith("memory:") and c))
     found = memory_index(memories).referenced(text) if memories else set()
-    texts = (_Text(text), _Text(calls_text))
-    return {
-        arm_id: (arm_id in found)
-        if arm_id.startswith("memory:")
-        else is_referenced(arm_id, content, text, calls_text, names, texts=texts)
-        for arm_id, content in arms.items()
-    }
+    out, calls = _Text(text), _Text(calls_text)
+    result = {}
+    for arm_id, content in arms.items():  # `is_referenced`, inlined: it runs once per arm
+        if arm_id.startswith("memory:"):
+            result[arm_id] = arm_id in found
+            continue
+        type_, keys = _rule(arm_id, content)
+        if type_ == "tool":
+            result[arm_id] = keys[0][0] in names
+        elif type_ == "section":
+            result[arm_id] = True
+        else:
+            word = type_ == "skill"
+            result[arm_id] = any(out.has(k, word=word) or calls.has(k, word=word) for k in keys)
+    return result
