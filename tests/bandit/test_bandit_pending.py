@@ -113,3 +113,37 @@ def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
             v = tx.scalar("SELECT version FROM plaudit_projections WHERE name = 'bandit'")
             pending = tx.scalar("SELECT COUNT(*) FROM bandit_pending")
         assert v == 4 and pending == 5
+
+
+@given(
+    plan=st.lists(
+        st.tuples(st.booleans(), st.sampled_from(LABELS), st.integers(0, 2**16)),
+        min_size=1,
+        max_size=2 * CHECKPOINT_EVERY + 3,
+    )
+)
+@settings(max_examples=15, deadline=None)
+def test_an_observers_own_cache_stays_exact(plan: list[Any]) -> None:
+    """`observe` folds its own committed observation into its process's cache when the cache
+    is just before it. Another writer's observation between a select and its observe (a second
+    store handle, with its own cache), and checkpoints, must leave both handles exactly where a
+    fresh reader is."""
+
+    def run(p: Plaudit, label: str | None, seed: int) -> tuple[Any, str, list[dict]]:
+        sel = p.bandit.select(token_budget=250, context=label, seed=seed)
+        return sel, "a.py" if seed % 2 else "debugging", [{"name": "Bash"}] if seed % 3 else []
+
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "s.db")
+        with Plaudit.open(db) as a, Plaudit.open(db) as b:
+            a.bandit.register([{"id": x, "tokens": 100} for x in IDS])
+            for between, label, seed in plan:
+                sel, text, calls = run(a, label, seed)
+                if between:
+                    other, other_text, other_calls = run(b, LABELS[seed % 3], seed + 1)
+                    b.bandit.observe(other.run_id, other_text, other_calls)
+                a.bandit.observe(sel.run_id, text, calls)
+                with Plaudit.open(db) as fresh:
+                    want = _state(fresh)
+                assert _state(a) == want
+                assert _state(b) == want

@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import policy, posteriors, projection
+from plaudit.bandit import fold, policy, posteriors, projection
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
 from plaudit.bandit.detect import referenced_arms
 from plaudit.bandit.projection import (
@@ -355,12 +355,9 @@ class Bandit:
                 "input_digest": digest,
             }
             oid = _observation_id(run_id)
+            ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
             try:
-                res = w.append(
-                    make_event(
-                        OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit"
-                    )
-                )
+                res = w.append(ev)
             except ConflictError:
                 raise ConflictError(
                     oid, f"run {run_id!r} was already observed with a different outcome"
@@ -370,9 +367,30 @@ class Bandit:
                 if stored is not None:
                     rewards = stored.payload["rewards"]
                     updates = stored.payload["updates"]
+            else:
+                meta = w.tx.fetchone(
+                    "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
+                    "FROM bandit_meta WHERE one = 1"
+                )
+                arm_ids = sorted(rewards)
+                pending = fold.Pending(
+                    int(meta[0]),
+                    ev.ts_ms,
+                    int(meta[1]),
+                    context or None,
+                    arm_ids,
+                    np.array([1.0 if rewards[a] else 0.0 for a in arm_ids]),
+                )
+                after.append((pending if updates and rewards else None, meta))
             return rewards, bool(updates), res.status
 
+        after: list[tuple[fold.Pending | None, Any]] = []
         rewards, updates, status = self.p.log.run(write)
+        if after:
+            # Committed: fold it into this process's cache now, if the cache is just before it
+            # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.
+            with self._cache.lock:
+                self._cache.advance(*after[0])
         return Observation(
             run_id=run_id,
             rewards=rewards,

@@ -119,6 +119,29 @@ class PosteriorCache:
             self.folded = index
         self.obs_index, self.now = index, now
 
+    def advance(self, ob: fold.Pending | None, meta: Sequence[Any]) -> None:
+        """Fold one committed observation that this process wrote (`ob`, None when it
+        updates nothing), with `meta` the bandit_meta row its transaction left, if the cache
+        reflects exactly the state before it and holds every row it changes. Otherwise leave
+        it to the next `refresh`, which reads what it needs in its own snapshot. Call with
+        `lock` held."""
+        index, now, marks, ckpt = (
+            int(meta[0]),
+            int(meta[1]),
+            (int(meta[2]), int(meta[3])),
+            int(meta[4]),
+        )
+        if marks != self._marks or ckpt != self.ckpt or self.folded != index - 1:
+            return  # another writer, a checkpoint or a new registry came between
+        if ob is not None:
+            names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
+            tables = [self.tables.get(n) for n in names]
+            if any(t is None or not all(a in t.pos for a in ob.arms) for t in tables):
+                return  # a row the cache has not loaded: only a snapshot read may load it
+            fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
+        self.folded = self.obs_index = index
+        self.now = now
+
     def _apply(self, tx: Tx, ob: fold.Pending) -> None:
         glob = self._table(tx, GLOBAL)
         ctx = None if ob.context is None else self._table(tx, ob.context)
