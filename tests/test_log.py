@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +124,27 @@ def test_durability_settings(tmp_path: Path) -> None:
         assert p.backend.connection().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     with pytest.raises(ConfigError, match="durability"):
         Plaudit.open(tmp_path / "x.db", durability="sometimes")
+
+
+def test_unflushed_run_commits_and_leaves_later_commits_flushed(tmp_path: Path) -> None:
+    """`run(durable=False)` commits without a sync of its own; the connection's level is
+    back to FULL afterwards (so the next durable commit syncs it too), also after a failure."""
+    with Plaudit.open(tmp_path / "u.db") as p:
+        conn = p.backend.connection()
+        p.log.run(lambda w: w.append(ev(1)), durable=False)
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        with pytest.raises(RuntimeError):
+
+            def fail(w: Any) -> None:
+                w.append(ev(2))
+                raise RuntimeError("undone")
+
+            p.log.run(fail, durable=False)
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert [e.id for e in p.log.replay()] == ["e1"]
+    with Plaudit.open(tmp_path / "n.db", durability="normal") as p:
+        p.log.run(lambda w: w.append(ev(1)), durable=False)
+        assert p.backend.connection().execute("PRAGMA synchronous").fetchone()[0] == 1
 
 
 def test_sqlite_path_parents_created_and_empty_path_refused(tmp_path: Path) -> None:

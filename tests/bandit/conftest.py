@@ -26,14 +26,28 @@ def arms() -> list[dict[str, Any]]:
 
 
 def _posterior_table(p: Any) -> list[tuple[Any, ...]]:
-    """The projection's evidence rows, rounded, for comparing states."""
+    """The projection's evidence rows with the pending observations folded in (what every
+    reader sees), rounded, for comparing states."""
+    from plaudit.bandit import projection
+
     with p.backend.read() as tx:
-        rows = tx.fetchall(
-            "SELECT scope, arm_id, s, f, pulls, hits, last_index, last_ts FROM bandit_posteriors "
-            "ORDER BY scope, arm_id"
-        )
+        rows = {
+            (r[0], r[1]): r[2:]
+            for r in tx.fetchall(
+                "SELECT scope, arm_id, s, f, pulls, hits, last_index, last_ts "
+                "FROM bandit_posteriors"
+            )
+        }
+        pend = projection.folded(tx, projection.load_config(tx))
+    for scope, t in pend.tables.items():
+        for aid, i in t.pos.items():
+            if t.present[i]:
+                rows[(scope, aid)] = tuple(
+                    t.cols[k][i] for k in ("s", "f", "pulls", "hits", "last_index", "last_ts")
+                )
     return [
-        (r[0], r[1], round(float(r[2]), 9), round(float(r[3]), 9), *map(int, r[4:])) for r in rows
+        (k[0], k[1], round(float(r[0]), 9), round(float(r[1]), 9), *map(int, r[2:]))
+        for k, r in sorted(rows.items())
     ]
 
 

@@ -45,6 +45,22 @@ KILLED = textwrap.dedent(
 )
 
 
+SELECTS = textwrap.dedent(
+    """
+    import sys
+    from plaudit import Plaudit
+
+    arms = [{"id": "tool:exec:Bash", "tokens": 100}, {"id": "tool:fs:Read", "tokens": 200}]
+    with Plaudit.open(sys.argv[1]) as p:
+        i = 0
+        while True:
+            sel = p.bandit.select(arms, seed=i, context="c" + str(i % 3))
+            print(sel.run_id, flush=True)  # acknowledged: its (unflushed) commit returned
+            i += 1
+    """
+)
+
+
 def _prepare(p: Plaudit, arms: list[dict]) -> list[str]:
     p.bandit.configure(baseline_rate=1.0)  # every run includes every arm
     return [p.bandit.select(arms, seed=i, context="ctx").run_id for i in range(RUNS)]
@@ -143,3 +159,54 @@ def test_kill_9_loses_no_acknowledged_observation(db_url: str, tmp_path: Path, p
         before = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == before
+
+
+def test_kill_9_loses_no_acknowledged_select(db_url: str, tmp_path: Path) -> None:
+    """A select's run commits without an fsync of its own (docs/bandit.md, "Durability"), but
+    a killed process still keeps every acknowledged run, and each can then be observed."""
+    script = tmp_path / "selects.py"
+    script.write_text(SELECTS)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), db_url], stdout=subprocess.PIPE, text=True
+    )
+    acked: list[str] = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    while len(acked) < 40 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        acked.append(line.strip())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(acked) >= 40
+    with Plaudit.open(db_url) as p:
+        assert p.log.verify().ok
+        for rid in acked:
+            assert p.bandit.run(rid)["observation"] is None
+            assert p.bandit.observe(rid, "x", tool_calls=[{"name": "Bash"}]).updated
+
+
+def test_a_reading_process_stays_exact_while_others_observe(db_url: str, arms, tmp_path: Path):
+    """A long-lived reader folds pending observations and takes checkpoints that other
+    processes write, while they write: what it ends with equals a fresh reader's view, and
+    no update is lost."""
+    with Plaudit.open(db_url) as p:
+        run_ids = _prepare(p, arms)
+        script = tmp_path / "worker.py"
+        script.write_text(WORKER)
+        procs = [
+            subprocess.Popen([sys.executable, str(script), db_url, *run_ids[i::3]])
+            for i in range(3)
+        ]
+        reads = 0
+        while any(proc.poll() is None for proc in procs):
+            p.bandit.posteriors("ctx")
+            p.bandit.posteriors()
+            reads += 1
+        assert [proc.wait(timeout=120) for proc in procs] == [0, 0, 0]
+        assert reads > 0
+        _check_no_lost_updates(p, arms)
+        mine = {c: p.bandit.posteriors(c) for c in (None, "ctx")}
+        with Plaudit.open(db_url) as fresh:
+            assert {c: fresh.bandit.posteriors(c) for c in (None, "ctx")} == mine

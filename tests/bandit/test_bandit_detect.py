@@ -165,3 +165,41 @@ def test_referenced_arms_applies_every_rule_in_one_call() -> None:
         "memory:project:b": False,
         "section:system:x": True,
     }
+
+
+@given(
+    key=st.text(alphabet="aAsSkK._-/1ſKİı", min_size=1, max_size=6),
+    text=st.text(alphabet="aAsSkK._-/1 \n,", max_size=40)
+    | st.text(alphabet="aAsSkK._-/1ſKİı \n,", max_size=40),
+)
+@settings(max_examples=1000, deadline=None)
+def test_set_lookups_match_the_regex_rules(key: str, text: str) -> None:
+    """For ASCII text the word and path rules become set lookups; they must agree with the
+    regex search for every key and text, including characters IGNORECASE matches across
+    scripts (the long s, the Kelvin sign) and full stops after a name."""
+    from plaudit.bandit.detect import _path_re, _Text, _word_re
+
+    t = _Text(text)
+    assert t.word(key) == (_word_re(key).search(text) is not None)
+    assert t.path(key) == (_path_re(key).search(text) is not None)
+
+
+@given(
+    names=st.lists(st.text(alphabet="abK._-/ſ1", min_size=1, max_size=5), min_size=1, max_size=6),
+    text=st.text(alphabet="abK._-/ſ1 ", max_size=30),
+    called=st.lists(st.text(alphabet="abK1", min_size=1, max_size=3), max_size=3),
+)
+@settings(max_examples=300, deadline=None)
+def test_referenced_arms_applies_each_arms_rule(names, text, called) -> None:
+    """The batch over a run's arms (inlined for speed) answers as the per-arm rule does."""
+    arms: dict[str, str | None] = {}
+    for i, n in enumerate(names):
+        arms[f"tool:t:{n}"] = None
+        arms[f"skill:{n.replace(':', '')}:s{i}"] = None
+        arms[f"file:ws:x{i}"] = n
+        arms[f"section:s:{i}"] = None
+    calls = [{"name": c, "arg": text[:5]} for c in called]
+    got = referenced_arms(arms, text, calls)
+    names_set, calls_text = tool_call_names(calls), tool_call_text(calls)
+    for arm_id, content in arms.items():
+        assert got[arm_id] == is_referenced(arm_id, content, text, calls_text, names_set)

@@ -12,7 +12,7 @@ import msgspec
 import numpy as np
 
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import policy, posteriors
+from plaudit.bandit import fold, policy, posteriors, projection
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
 from plaudit.bandit.detect import referenced_arms
 from plaudit.bandit.projection import (
@@ -229,8 +229,11 @@ class Bandit:
         run_id = uuid7()
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
-        included_ids = [ids[i] for i in inc]
-        p_inc = [round(float(x), 6) for x in probs[inc]]
+        if explicit is None and len(inc) > 64:
+            included_ids = cache.registry.id_array[inc].tolist()
+        else:
+            included_ids = [ids[i] for i in inc.tolist()]
+        p_inc = [round(x, 6) for x in probs[inc].tolist()]
         payload: dict[str, Any] = {
             "context": context,
             "budget": token_budget,
@@ -265,7 +268,10 @@ class Bandit:
             w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
 
         # Group-committed: a served store's concurrent selects and observes share one commit.
-        self.p.log.run(write)
+        # Unflushed: a run that power loss took away was never observed, so nothing learnt
+        # from it is lost; its observation's flushed commit makes the run durable too (see
+        # docs/bandit.md, "Durability"). A killed process keeps it at once.
+        self.p.log.run(write, durable=False)
         return Selection(
             run_id=run_id,
             included=included_ids,
@@ -349,12 +355,9 @@ class Bandit:
                 "input_digest": digest,
             }
             oid = _observation_id(run_id)
+            ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
             try:
-                res = w.append(
-                    make_event(
-                        OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit"
-                    )
-                )
+                res = w.append(ev)
             except ConflictError:
                 raise ConflictError(
                     oid, f"run {run_id!r} was already observed with a different outcome"
@@ -364,9 +367,30 @@ class Bandit:
                 if stored is not None:
                     rewards = stored.payload["rewards"]
                     updates = stored.payload["updates"]
+            else:
+                meta = w.tx.fetchone(
+                    "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
+                    "FROM bandit_meta WHERE one = 1"
+                )
+                arm_ids = sorted(rewards)
+                pending = fold.Pending(
+                    int(meta[0]),
+                    ev.ts_ms,
+                    int(meta[1]),
+                    context or None,
+                    arm_ids,
+                    np.array([1.0 if rewards[a] else 0.0 for a in arm_ids]),
+                )
+                after.append((pending if updates and rewards else None, meta))
             return rewards, bool(updates), res.status
 
+        after: list[tuple[fold.Pending | None, Any]] = []
         rewards, updates, status = self.p.log.run(write)
+        if after:
+            # Committed: fold it into this process's cache now, if the cache is just before it
+            # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.
+            with self._cache.lock:
+                self._cache.advance(*after[0])
         return Observation(
             run_id=run_id,
             rewards=rewards,
@@ -436,14 +460,15 @@ class Bandit:
             reg = self._registered(tx, [arm_id])
             if arm_id not in reg:
                 raise NotFoundError(f"no registered arm {arm_id!r}")
-            contexts = [
-                r[0]
-                for r in tx.fetchall(
-                    "SELECT scope FROM bandit_posteriors WHERE arm_id = ? AND scope <> ? "
-                    "ORDER BY scope",
-                    (arm_id, GLOBAL),
-                )
-            ]
+            stored = tx.fetchall(
+                "SELECT scope FROM bandit_posteriors WHERE arm_id = ? AND scope <> ?",
+                (arm_id, GLOBAL),
+            )
+            pending = projection.folded(tx, load_config(tx)).tables
+            contexts = sorted(
+                {r[0] for r in stored}
+                | {c for c, t in pending.items() if c != GLOBAL and arm_id in t.pos}
+            )
         return {
             "arm": reg[arm_id].to_dict(),
             "global": self.posteriors(level=level, arm_ids=[arm_id])[0].to_dict(),
@@ -458,7 +483,8 @@ class Bandit:
             return [
                 r[0]
                 for r in tx.fetchall(
-                    "SELECT DISTINCT scope FROM bandit_posteriors WHERE scope <> ? ORDER BY scope",
+                    "SELECT scope FROM bandit_posteriors WHERE scope <> ? UNION "
+                    "SELECT context FROM bandit_pending WHERE context IS NOT NULL ORDER BY 1",
                     (GLOBAL,),
                 )
             ]
@@ -535,6 +561,26 @@ class Bandit:
                 params.append(arm_id)
             rows = tx.fetchall(sql + " ORDER BY arm_id, obs_index", params)
             latest = {r[0]: r for r in tx.fetchall(now, params)}
+            # observations not yet checkpointed: their points, and the rows they changed
+            pend = projection.folded(tx, cfg, points=True)
+        rows += [
+            (pt[3], pt[0], pt[1], pt[4], pt[5])
+            for pt in pend.points
+            if pt[2] == scope and (arm_id is None or pt[3] == arm_id)
+        ]
+        rows.sort(key=lambda r: (r[0], r[1]))
+        table = pend.tables.get(scope)
+        if table is not None:
+            cols = table.cols
+            for aid, i in table.pos.items():
+                if table.present[i] and (arm_id is None or aid == arm_id):
+                    latest[aid] = (
+                        aid,
+                        cols["last_index"][i],
+                        cols["last_ts"][i],
+                        cols["s"][i],
+                        cols["f"][i],
+                    )
         series: dict[str, list[dict[str, Any]]] = {}
 
         def point(aid: str, idx: Any, ts: Any, s: Any, f: Any) -> dict[str, Any]:

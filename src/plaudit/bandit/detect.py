@@ -118,32 +118,116 @@ def tool_call_text(tool_calls: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(msgspec.json.encode(dict(c)).decode() for c in tool_calls)
 
 
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+_PATH_CHARS = _WORD_CHARS | {".", "-"}
+_WORD_RUN = re.compile(r"[a-z0-9_]+")
+_PATH_RUN = re.compile(r"[a-z0-9_.\-]+")
+
+
+class _Text:
+    """One text searched for many arms. Most included arms are not referenced, and a regex
+    search per arm was most of an observe at 1,000 arms; for ASCII text the rules reduce to set
+    lookups, exactly (IGNORECASE matches across scripts, e.g. "s" to the long s, so non-ASCII
+    text always gets the regex):
+
+    - a word rule (`_word_re`) on a key of word characters matches iff the key, lower-cased, is
+      a maximal run of word characters;
+    - a path rule (`_path_re`) on a key of word characters, "." and "-" matches iff the key is a
+      maximal run of those characters, or a prefix of one followed by a "." that is not followed
+      by a word character (a sentence's full stop)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.low = text.lower() if text.isascii() else None
+        self._words: set[str] | None = None
+        self._paths: set[str] | None = None
+
+    def words(self) -> set[str]:
+        if self._words is None:
+            self._words = set(_WORD_RUN.findall(self.low or ""))
+        return self._words
+
+    def paths(self) -> set[str]:
+        if self._paths is None:
+            out: set[str] = set()
+            for run in set(_PATH_RUN.findall(self.low or "")):
+                out.add(run)
+                at = run.find(".")
+                while at >= 0:
+                    if at + 1 == len(run) or run[at + 1] not in _WORD_CHARS:
+                        out.add(run[:at])
+                    at = run.find(".", at + 1)
+            self._paths = out
+        return self._paths
+
+    def word(self, key: str) -> bool:
+        return self.has(_key(key), word=True)
+
+    def path(self, key: str) -> bool:
+        return self.has(_key(key), word=False)
+
+    def has(self, k: _Key, *, word: bool) -> bool:
+        """Whether the word rule (`word`) or the path rule matches key `k` in the text."""
+        key, low, plain_word, plain_path = k
+        if self.low is not None and low is not None:
+            if plain_word if word else plain_path:
+                return low in (self.words() if word else self.paths())
+            if low not in self.low:
+                return False
+        rx = _word_re(key) if word else _path_re(key)
+        return rx.search(self.text) is not None
+
+
+#: A key prepared for `_Text.has`: the key, its lower case if ASCII (else None), and whether
+#: it is made only of word characters, or only of path-component characters.
+_Key = tuple[str, "str | None", bool, bool]
+
+
+@lru_cache(maxsize=65536)
+def _key(key: str) -> _Key:
+    if not key.isascii():
+        return (key, None, False, False)
+    low = key.lower()
+    return (key, low, _WORD_CHARS.issuperset(low), _PATH_CHARS.issuperset(low))
+
+
+@lru_cache(maxsize=65536)
+def _rule(arm_id: str, content: str | None) -> tuple[str, tuple[_Key, ...]]:
+    """An arm's type and the keys its rule looks for (parsed once per arm, not per run)."""
+    type_, category, name = arm_id.split(":", 2)
+    if type_ == "tool":
+        return type_, ((name, None, False, False),)
+    if type_ == "skill":
+        return type_, (_key(category),)
+    if type_ == "file":
+        path = content or name
+        candidates = dict.fromkeys((path, path.replace("\\", "/").rsplit("/", 1)[-1]))
+        return type_, tuple(_key(c) for c in candidates if c)
+    return type_, ()
+
+
 def is_referenced(
     arm_id: str,
     content: str | None,
     text: str,
     calls_text: str,
     call_names: set[str],
+    *,
+    texts: tuple[_Text, _Text] | None = None,
 ) -> bool:
     """The per-type rule: tool by call name, skill by word, file by name or path, memory by
-    any 20-character substring, section always."""
-    type_, category, name = arm_id.split(":", 2)
+    any 20-character substring, section always. `texts`: `text` and `calls_text` prepared
+    once for many arms."""
+    if arm_id.startswith("memory:"):
+        return bool(content) and MemoryIndex(content).found_in(text)
+    type_, keys = _rule(arm_id, content)
     if type_ == "section":
         return True
     if type_ == "tool":
-        return name in call_names
-    if type_ == "skill":
-        rx = _word_re(category)
-        return bool(rx.search(text) or rx.search(calls_text))
-    if type_ == "file":
-        path = content or name
-        candidates = {path, path.replace("\\", "/").rsplit("/", 1)[-1]}
-        return any(
-            c and (_path_re(c).search(text) or _path_re(c).search(calls_text)) for c in candidates
-        )
-    if type_ == "memory":
-        return bool(content) and MemoryIndex(content).found_in(text)
-    return False
+        return keys[0][0] in call_names
+    out, calls = texts or (_Text(text), _Text(calls_text))
+    word = type_ == "skill"
+    return any(out.has(k, word=word) or calls.has(k, word=word) for k in keys)
 
 
 def referenced_arms(
@@ -154,9 +238,18 @@ def referenced_arms(
     calls_text = tool_call_text(tool_calls)
     memories = tuple(sorted((a, c) for a, c in arms.items() if a.startswith("memory:") and c))
     found = memory_index(memories).referenced(text) if memories else set()
-    return {
-        arm_id: (arm_id in found)
-        if arm_id.startswith("memory:")
-        else is_referenced(arm_id, content, text, calls_text, names)
-        for arm_id, content in arms.items()
-    }
+    out, calls = _Text(text), _Text(calls_text)
+    result = {}
+    for arm_id, content in arms.items():  # `is_referenced`, inlined: it runs once per arm
+        if arm_id.startswith("memory:"):
+            result[arm_id] = arm_id in found
+            continue
+        type_, keys = _rule(arm_id, content)
+        if type_ == "tool":
+            result[arm_id] = keys[0][0] in names
+        elif type_ == "section":
+            result[arm_id] = True
+        else:
+            word = type_ == "skill"
+            result[arm_id] = any(out.has(k, word=word) or calls.has(k, word=word) for k in keys)
+    return result

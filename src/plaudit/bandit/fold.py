@@ -47,3 +47,191 @@ def observe(
     new_sums = hierarchy.shift(sums, (ctx["s"], ctx["f"]), (c.state["s"], c.state["f"]))
     g = evidence.update(glob, r, ds, decay_global, detect=False, index=index)
     return Folded(c.state, g.state, new_sums, c.central_drop)
+
+
+# -- deferred folding: state rows as arrays, and observations applied to them ---------------
+
+#: One (scope, arm) state row after its key: the projection's posterior columns, in this order.
+STATE = (
+    "s",
+    "f",
+    "pulls",
+    "hits",
+    "last_index",
+    "last_ts",
+    *evidence.FIELDS[2:],
+    *hierarchy.SUMS,
+    "mv_from",
+    "mv_until",
+    "hist",
+)
+#: The non-zero columns of a row that does not exist yet.
+BLANK = {"pw": 1.0, "drop_at": -1.0, "mv_from": -1.0}
+GLOBAL = ""  # the scope of the global posterior; contexts use their label
+DAY_MS = 86_400_000
+#: A (scope, arm) pair gets a history point after each of its first HISTORY_DENSE updates, and
+#: after every HISTORY_EVERY-th after that: the convergence chart needs the start, and a
+#: point per update would be most of an observation's writes at 1,000 arms.
+HISTORY_DENSE = 16
+HISTORY_EVERY = 16
+
+
+def decay_factor(cfg: BanditConfig, d_index: float, d_ms: float) -> float:
+    """How much old evidence is worth after `d_index` observations and `d_ms` of event time."""
+    f = 1.0
+    if cfg.half_life_runs and d_index > 0:
+        f *= 0.5 ** (d_index / cfg.half_life_runs)
+    if cfg.half_life_days and d_ms > 0:
+        f *= 0.5 ** (d_ms / DAY_MS / cfg.half_life_days)
+    return f
+
+
+@dataclass
+class Pending:
+    """An observation that updates posteriors, as the projection records it until the next
+    checkpoint folds it into the rows: everything `apply` needs, nothing else."""
+
+    index: int
+    ts_ms: int
+    now: int
+    context: str | None
+    arms: list[str]  # sorted
+    r: np.ndarray  # rewards (0.0 or 1.0), aligned with `arms`
+
+
+class Table:
+    """One scope's state rows for a set of arms, as growable column arrays; `present` marks
+    the arms that have a row (the others hold a blank state)."""
+
+    def __init__(self, ids: list[str] | None = None) -> None:
+        self.pos: dict[str, int] = {}
+        self.cols: dict[str, np.ndarray] = {k: np.zeros(0) for k in STATE}
+        self.cols["hist"] = np.zeros(0, dtype=np.int64)
+        self.present = np.zeros(0, dtype=bool)
+        if ids:
+            self.grow(ids)
+
+    def __len__(self) -> int:
+        return len(self.present)
+
+    def grow(self, ids: list[str]) -> None:
+        """Add blank positions for `ids` (none of which may be here already)."""
+        n, k = len(self.present), len(ids)
+        for j, a in enumerate(ids):
+            self.pos[a] = n + j
+        for c, v in self.cols.items():
+            self.cols[c] = np.concatenate([v, np.full(k, BLANK.get(c, 0), dtype=v.dtype)])
+        self.present = np.concatenate([self.present, np.zeros(k, dtype=bool)])
+
+    def put(self, at: np.ndarray, values: np.ndarray, hist: np.ndarray) -> None:
+        """Store rows (STATE order without hist, as a float matrix) at positions `at`."""
+        for j, c in enumerate(STATE[:-1]):
+            self.cols[c][at] = values[:, j]
+        self.cols["hist"][at] = hist
+        self.present[at] = True
+
+    def rows(self, at: np.ndarray) -> list[tuple[Any, ...]]:
+        """The rows at positions `at` as tuples in STATE order (ints where the columns are)."""
+        cols = []
+        for c in STATE:
+            v = self.cols[c][at]
+            cols.append(v.astype(np.int64).tolist() if c in _INTS else v.tolist())
+        return list(zip(*cols, strict=True))
+
+
+_INTS = frozenset({"pulls", "hits", "last_index", "last_ts", "hist"})
+
+
+_EV = (*evidence.FIELDS, "hist")
+_CTX_ZERO = (*hierarchy.SUMS, "mv_from", "mv_until")
+
+
+def _decays(cfg: BanditConfig, t: Table, at: np.ndarray, index: int, now: int) -> Any:
+    if not (cfg.half_life_runs or cfg.half_life_days):
+        return 1.0
+    fresh = ~t.present[at]
+    li = np.where(fresh, index, t.cols["last_index"][at])
+    lt = np.where(fresh, now, t.cols["last_ts"][at])
+    return np.array(
+        [
+            decay_factor(cfg, index - a, now - b)
+            for a, b in zip(li.tolist(), lt.tolist(), strict=True)
+        ]
+    )
+
+
+def apply(
+    cfg: BanditConfig,
+    glob: Table,
+    ctx: Table | None,
+    ob: Pending,
+    counts: dict[str, list[int]],
+    points: list[tuple[Any, ...]] | None = None,
+) -> None:
+    """Fold one observation into the state rows of its scopes (every arm of `ob.arms` must
+    have a position in them), and into `counts` (scope: [observations, boost_until]). With
+    `points`, the history points it adds are appended there. The projection's checkpoint and
+    every reader (the selection cache, statistics) apply pending observations with this, so
+    all reach identical numbers. A select folds one of these per observation it has not seen,
+    so only the columns that change are gathered and written back."""
+    index, now, r = ob.index, ob.now, ob.r
+    gi = np.fromiter((glob.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+    gcols = glob.cols
+    g = {k: gcols[k][gi] for k in _EV}
+    sums = {k: gcols[k][gi] for k in hierarchy.SUMS}
+    c: dict[str, Any] | None = None
+    ci = gi
+    if ctx is not None:
+        ci = np.fromiter((ctx.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+        c = {k: ctx.cols[k][ci] for k in _EV}
+        res = observe(
+            c,
+            g,
+            sums,
+            r,
+            cfg,
+            float(index),
+            decay_context=_decays(cfg, ctx, ci, index, now),
+            decay_global=_decays(cfg, glob, gi, index, now),
+        )
+    else:
+        res = observe(
+            None, g, sums, r, cfg, float(index), decay_global=_decays(cfg, glob, gi, index, now)
+        )
+    for name in [GLOBAL] if ob.context is None else [GLOBAL, ob.context]:
+        counts.setdefault(name, [0, 0])[0] += 1
+    if res.central.any():
+        scope = counts[ob.context or GLOBAL]
+        scope[1] = scope[0] + cfg.restart_runs
+        mv_from, mv_until = gcols["mv_from"][gi], gcols["mv_until"][gi]
+        start = res.central & (mv_until <= index)
+        gcols["mv_from"][gi] = np.where(start, float(index), mv_from)
+        gcols["mv_until"][gi] = np.where(res.central, float(index + cfg.moved_runs), mv_until)
+    for k in hierarchy.SUMS:
+        gcols[k][gi] = res.sums[k]
+    tables: list[tuple[str, Table, np.ndarray, dict[str, Any], dict[str, Any]]] = [
+        (GLOBAL, glob, gi, g, res.glob)
+    ]
+    if ctx is not None and c is not None and res.ctx is not None:
+        tables.append((ob.context or GLOBAL, ctx, ci, c, res.ctx))
+        fresh = ~ctx.present[ci]
+        if fresh.any():  # a context's row keeps no sums and no re-exploration window
+            for k in _CTX_ZERO:
+                ctx.cols[k][ci[fresh]] = 0.0
+    for name, table, at, old, new in tables:
+        cols = table.cols
+        for k in _EV:
+            if new[k] is not old[k]:  # evidence.update returns the fields it left as they were
+                cols[k][at] = new[k]
+        pulls = cols["pulls"][at] + 1.0
+        cols["pulls"][at] = pulls
+        cols["hits"][at] += r
+        cols["last_index"][at] = index
+        cols["last_ts"][at] = now
+        table.present[at] = True
+        if points is not None:
+            mark = (pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0)
+            for j in np.flatnonzero(mark).tolist():
+                points.append(
+                    (index, ob.ts_ms, name, ob.arms[j], float(new["s"][j]), float(new["f"][j]))
+                )

@@ -7,11 +7,15 @@ from the other contexts' evidence (`hierarchy.py`). After a detected change the 
 are scaled down (`pw`, see `evidence.py`) so new data leads at once.
 
 Selecting at 10,000 arms cannot afford to read 20,000 rows per run, so each `Bandit` keeps the
-registry and the evidence of the scopes it has used as numpy arrays, and refreshes them
-incrementally: every posterior row records the observation index that last changed it, so a
-read transaction fetches only the rows changed since the cached index. The registry and the
-settings are reloaded when their last event's position moves. All of it is read inside the
-caller's transaction, so what the cache returns is exactly the snapshot that transaction sees.
+registry and the state rows of the scopes it has used as numpy arrays (`fold.Table`), and keeps
+them current incrementally. Observations not yet checkpointed (see `projection.py`) are folded
+into the arrays with `fold.apply`, the checkpoint's own arithmetic, each once: a select after
+an observe folds that one observation, not the rows it changed. When a checkpoint has folded
+observations the cache has not seen, the cache reads the rows it changed: every posterior row
+records the observation index that last changed it. Rows an observation the cache has already
+folded changed hold what the cache computed itself. The registry and the settings are reloaded
+when their last event's position moves. All of it is read inside the caller's transaction, so
+what the cache returns is exactly the snapshot that transaction sees.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from plaudit.bandit import hierarchy, policy
+from plaudit.bandit import fold, hierarchy, policy
+from plaudit.bandit import projection as proj
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
@@ -42,7 +47,6 @@ _COLS = (
     "mv_from",
     "mv_until",
 )
-_SQL_COLS = ", ".join(_COLS)
 
 
 @dataclass
@@ -57,11 +61,6 @@ class Registry:
     id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
 
 
-@dataclass
-class _Scope:
-    cols: dict[str, np.ndarray] = field(default_factory=dict)
-
-
 def _empty(n: int) -> dict[str, np.ndarray]:
     cols = {k: np.zeros(n) for k in _COLS}
     cols["pw"] = np.ones(n)
@@ -71,35 +70,89 @@ def _empty(n: int) -> dict[str, np.ndarray]:
 
 
 class PosteriorCache:
-    """The registry, the settings and per-scope evidence arrays, refreshed incrementally."""
+    """The registry, the settings and per-scope state rows, kept current incrementally."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self._marks: tuple[int, int] | None = None
         self.obs_index = -1
+        #: The observation index the tables reflect (every observation up to it is folded).
+        self.folded = -1
+        self.ckpt = -1
         self.now = 0
         self.cfg = BanditConfig()
         self.registry = Registry({}, [], {}, np.zeros(0, dtype=np.int64), [])
         self.a0 = np.zeros(0)
         self.b0 = np.zeros(0)
         self.protected = np.zeros(0, dtype=bool)
-        self.scopes: dict[str, _Scope] = {}
+        #: Per loaded scope: its rows, registry order first, then unregistered arms met in
+        #: observations.
+        self.tables: dict[str, fold.Table] = {}
+        #: Per loaded scope: [observations, boost_until].
+        self.counts: dict[str, list[int]] = {}
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, tx: Tx) -> None:
         """Bring the cache to the snapshot `tx` sees. Call with `lock` held."""
         row = tx.fetchone(
-            "SELECT obs_index, last_ts, arms_seq, config_seq FROM bandit_meta WHERE one = 1"
+            "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index FROM bandit_meta "
+            "WHERE one = 1"
         )
         assert row is not None
-        index, now, marks = int(row[0]), int(row[1]), (int(row[2]), int(row[3]))
-        if marks != self._marks or index < self.obs_index:
+        index, now, marks, ckpt = int(row[0]), int(row[1]), (int(row[2]), int(row[3])), int(row[4])
+        if marks != self._marks or index < self.obs_index or ckpt < self.ckpt:
             self._reload(tx)
             self._marks = marks
-            self.scopes.clear()
-        elif index > self.obs_index and self.scopes:
-            self._changed_since(tx, self.obs_index)
+            self.tables.clear()
+            self.counts.clear()
+            self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
+        elif ckpt > self.folded:
+            # A checkpoint folded observations this cache has not: take the rows it changed.
+            if self.tables:
+                self._changed_since(tx, self.folded)
+                self.counts.update(proj.read_counts(tx, list(self.tables)))
+            self.folded = ckpt
+        self.ckpt = ckpt
+        if index > self.folded:
+            for ob in proj.pending_since(tx, self.folded):
+                self._apply(tx, ob)
+            self.folded = index
         self.obs_index, self.now = index, now
+
+    def advance(self, ob: fold.Pending | None, meta: Sequence[Any]) -> None:
+        """Fold one committed observation that this process wrote (`ob`, None when it
+        updates nothing), with `meta` the bandit_meta row its transaction left, if the cache
+        reflects exactly the state before it and holds every row it changes. Otherwise leave
+        it to the next `refresh`, which reads what it needs in its own snapshot. Call with
+        `lock` held."""
+        index, now, marks, ckpt = (
+            int(meta[0]),
+            int(meta[1]),
+            (int(meta[2]), int(meta[3])),
+            int(meta[4]),
+        )
+        if marks != self._marks or ckpt != self.ckpt or self.folded != index - 1:
+            return  # another writer, a checkpoint or a new registry came between
+        if ob is not None:
+            names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
+            tables = [self.tables.get(n) for n in names]
+            if any(t is None or not all(a in t.pos for a in ob.arms) for t in tables):
+                return  # a row the cache has not loaded: only a snapshot read may load it
+            fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
+        self.folded = self.obs_index = index
+        self.now = now
+
+    def _apply(self, tx: Tx, ob: fold.Pending) -> None:
+        glob = self._table(tx, GLOBAL)
+        ctx = None if ob.context is None else self._table(tx, ob.context)
+        for name, t in ((GLOBAL, glob), (ob.context, ctx)):
+            if t is None or name is None:
+                continue
+            missing = [a for a in ob.arms if a not in t.pos]
+            if missing:  # arms no longer (or never) registered: kept after the registry's
+                t.grow(missing)
+                proj.fill(t, proj.read_rows(tx, name, missing))
+        fold.apply(self.cfg, glob, ctx, ob, self.counts)
 
     def _reload(self, tx: Tx) -> None:
         body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")
@@ -137,51 +190,38 @@ class PosteriorCache:
     def _changed_since(self, tx: Tx, index: int) -> None:
         # by the last_index index alone: "scope IN (...)" would lead SQLite to the primary key
         rows = tx.fetchall(
-            f"SELECT scope, arm_id, {_SQL_COLS} FROM bandit_posteriors WHERE last_index > ?",
+            f"SELECT scope, arm_id, {proj.STATE_COLS} FROM bandit_posteriors WHERE last_index > ?",
             (index,),
         )
-        self._assign([r for r in rows if r[0] in self.scopes])
+        by_scope: dict[str, list[tuple[Any, ...]]] = {}
+        for r in rows:
+            if r[0] in self.tables:
+                by_scope.setdefault(r[0], []).append(r[1:])
+        for name, got in by_scope.items():
+            proj.fill(self.tables[name], got)
 
-    def _assign(self, rows: list[tuple[Any, ...]]) -> None:
-        """Write fetched rows (scope, arm_id, *_COLS) into the scope arrays, column-wise."""
-        if not rows:
-            return
-        pos = self.registry.index
-        by_scope: dict[str, list[int]] = {}
-        for i, row in enumerate(rows):
-            by_scope.setdefault(row[0], []).append(i)
-        width = len(_COLS)
-        values = np.fromiter(
-            (v for row in rows for v in row[2:]), dtype=np.float64, count=len(rows) * width
-        ).reshape(len(rows), width)
-        arm_at = np.fromiter((pos.get(row[1], -1) for row in rows), np.int64, len(rows))
-        for name, members in by_scope.items():
-            sel = np.array(members, dtype=np.int64)
-            at = arm_at[sel]
-            keep = at >= 0
-            if not keep.all():
-                sel, at = sel[keep], at[keep]
-            cols = self.scopes[name].cols
-            block = values[sel]
-            for j, k in enumerate(_COLS):
-                cols[k][at] = block[:, j]
+    def _table(self, tx: Tx, name: str) -> fold.Table:
+        """One scope's table, loaded in full (as the last checkpoint left it) when first used:
+        a scope is loaded before the cache folds any observation into it."""
+        t = self.tables.get(name)
+        if t is None:
+            t = fold.Table(self.registry.ids)
+            proj.fill(
+                t,
+                tx.fetchall(
+                    f"SELECT arm_id, {proj.STATE_COLS} FROM bandit_posteriors WHERE scope = ?",
+                    (name,),
+                ),
+            )
+            self.tables[name] = t
+            self.counts[name] = proj.read_counts(tx, [name]).get(name, [0, 0])
+        return t
 
     def scope(self, tx: Tx, name: str) -> dict[str, np.ndarray]:
-        """One scope's evidence arrays, loaded in full the first time it is used."""
-        sc = self.scopes.get(name)
-        if sc is None:
-            sc = _Scope(_empty(len(self.registry.ids)))
-            self.scopes[name] = sc
-            self._assign(
-                [
-                    (name, *r)
-                    for r in tx.fetchall(
-                        f"SELECT arm_id, {_SQL_COLS} FROM bandit_posteriors WHERE scope = ?",
-                        (name,),
-                    )
-                ]
-            )
-        return sc.cols
+        """One scope's state columns over the registry (views, registry order)."""
+        t = self._table(tx, name)
+        n = len(self.registry.ids)
+        return {k: v[:n] for k, v in t.cols.items()}
 
     # -- posteriors ---------------------------------------------------------------------
     def _decayed(self, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -231,8 +271,8 @@ class PosteriorCache:
         g = self.scope(tx, GLOBAL)
         c = self.scope(tx, context) if context else g
         name = context or GLOBAL
-        row = tx.fetchone("SELECT obs, boost_until FROM bandit_scopes WHERE scope = ?", (name,))
-        obs, until = (0, 0) if row is None else (int(row[0]), int(row[1]))
+        self._table(tx, name)
+        obs, until = self.counts[name]
         cols = {
             "alpha": alpha,
             "beta": beta,

@@ -6,14 +6,24 @@ Posterior rows hold *evidence* (success and failure counts, and the change detec
 past evidence too. The global row of each arm also holds the arm's hierarchy sums
 (`hierarchy.py`) and its re-exploration window after a central drop; `bandit_scopes` counts
 each scope's observations and holds its re-exploration window. One observation's arithmetic is
-`fold.observe`, shared with the in-memory learner. Optional discounting counts time in
-observations (log order) and in event-time days, never the wall clock, so a rebuild reproduces
-the same numbers.
+`fold.observe`, shared with the in-memory learner.
+
+An observation writes O(1) rows: its run's outcome and a *pending* row (`bandit_pending`)
+holding what the fold needs (`fold.Pending`). Every `CHECKPOINT_EVERY` pending observations,
+the one that completes the set folds them all into the posterior, scope and history rows in
+its own transaction (a *checkpoint*), so no crash can leave a checkpoint half done, and a
+rebuild, replaying the same observations in the same order, checkpoints at the same ones.
+Readers (the selection cache, `folded`) apply the pending observations on top of the rows
+with `fold.apply`, the checkpoint's own arithmetic, so what they see is exact.
+
+Optional discounting counts time in observations (log order) and in event-time days, never the
+wall clock, so a rebuild reproduces the same numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -21,7 +31,7 @@ import msgspec
 import numpy as np
 
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import evidence, fold, hierarchy
+from plaudit.bandit import fold
 from plaudit.bandit.arms import coerce_arms
 from plaudit.errors import ValidationError
 from plaudit.events import StoredEvent
@@ -34,18 +44,12 @@ RUN_V1 = "plaudit.bandit.run.v1"
 RUN_V2 = "plaudit.bandit.run.v2"
 OBSERVATION_V1 = "plaudit.bandit.observation.v1"
 
-GLOBAL = ""  # the scope of the global posterior; contexts use their label
-DAY_MS = 86_400_000
-
-
-def decay_factor(cfg: cfgmod.BanditConfig, d_index: float, d_ms: float) -> float:
-    """How much old evidence is worth after `d_index` observations and `d_ms` of event time."""
-    f = 1.0
-    if cfg.half_life_runs and d_index > 0:
-        f *= 0.5 ** (d_index / cfg.half_life_runs)
-    if cfg.half_life_days and d_ms > 0:
-        f *= 0.5 ** (d_ms / DAY_MS / cfg.half_life_days)
-    return f
+GLOBAL = fold.GLOBAL  # the scope of the global posterior; contexts use their label
+DAY_MS = fold.DAY_MS
+decay_factor = fold.decay_factor
+#: Pending observations a checkpoint folds at once: an observation's posterior writes are
+#: amortised over this many, and a reader applies at most this many - 1 on top of the rows.
+CHECKPOINT_EVERY = 16
 
 
 class _ArmRecord(msgspec.Struct):
@@ -104,7 +108,10 @@ def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
 
 class BanditProjection:
     name = "bandit"
-    version = 3
+    # 4: observations are pending until a checkpoint folds them (bandit_pending, and
+    # bandit_meta's ckpt_index and pending). A store at version 3 is migrated by the
+    # projection manager: the tables are dropped and the log replayed into version 4.
+    version = 4
     prefixes = (PREFIX,)
     tables = (
         "bandit_config",
@@ -114,6 +121,7 @@ class BanditProjection:
         "bandit_history",
         "bandit_meta",
         "bandit_scopes",
+        "bandit_pending",
     )
 
     def create(self, tx: Tx) -> None:
@@ -177,7 +185,15 @@ class BanditProjection:
             tx.ddl(
                 "CREATE TABLE IF NOT EXISTS bandit_meta (one INTEGER PRIMARY KEY, "
                 "obs_index {bigint} NOT NULL, last_ts {bigint} NOT NULL, "
-                "arms_seq {bigint} NOT NULL, config_seq {bigint} NOT NULL)"
+                "arms_seq {bigint} NOT NULL, config_seq {bigint} NOT NULL, "
+                "ckpt_index {bigint} NOT NULL DEFAULT 0, pending {bigint} NOT NULL DEFAULT 0)"
+            )
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_pending (obs_index {bigint} PRIMARY KEY, "
+                "ts_ms {bigint} NOT NULL, now {bigint} NOT NULL, context TEXT, "
+                "arms TEXT NOT NULL, rewards TEXT NOT NULL)"
             )
         )
         tx.execute(
@@ -269,106 +285,155 @@ class BanditProjection:
     def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
         p = _decode(ev, _ObservationPayload)
         rewards = p.rewards
-        index, last_ts = tx.fetchone("SELECT obs_index, last_ts FROM bandit_meta WHERE one = 1")
-        index, now = int(index) + 1, max(int(last_ts), ev.ts_ms)
-        tx.execute("UPDATE bandit_meta SET obs_index = ?, last_ts = ? WHERE one = 1", (index, now))
+        row = tx.fetchone("SELECT obs_index, last_ts, pending FROM bandit_meta WHERE one = 1")
+        assert row is not None
+        index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)
         updates = p.updates and bool(rewards)
+        pending = int(row[2]) + (1 if updates else 0)
         tx.execute(
             "UPDATE bandit_runs SET observed = 1, obs_ts_ms = ?, usage_tokens = ?, "
             "duration_ms = ?, error = ?, updated = ? WHERE run_id = ?",
             (ev.ts_ms, p.usage_tokens, p.duration_ms, p.error, 1 if updates else 0, p.run_id),
         )
-        if not updates:
-            return
-        scopes = [GLOBAL] if not p.context else [GLOBAL, p.context]
-        arm_ids = sorted(rewards)
-        n = len(arm_ids)
-        current: dict[tuple[str, str], tuple[Any, ...]] = {}
-        smarks = ",".join("?" * len(scopes))
-        for chunk_start in range(0, n, 400):
-            chunk = arm_ids[chunk_start : chunk_start + 400]
-            marks = ",".join("?" * len(chunk))
-            for row in tx.fetchall(
-                f"SELECT scope, arm_id, {STATE_COLS} FROM bandit_posteriors "
-                f"WHERE scope IN ({smarks}) AND arm_id IN ({marks})",
-                [*scopes, *chunk],
-            ):
-                current[(row[0], row[1])] = tuple(row[2:])
-        r = np.array([1.0 if rewards[a] else 0.0 for a in arm_ids])
-        states = {
-            scope: _rows(cfg, [current.get((scope, a)) for a in arm_ids], index, now)
-            for scope in scopes
-        }
-        glob, g_decay, g_rest = states[GLOBAL]
-        ctx, c_decay, _ = states[p.context] if p.context else (None, 1.0, None)
-        sums = {k: g_rest[k] for k in hierarchy.SUMS}
-        res = fold.observe(
-            ctx, glob, sums, r, cfg, float(index), decay_context=c_decay, decay_global=g_decay
-        )
-        obs = _bump_scopes(tx, scopes)
-        scope = p.context or GLOBAL
-        mv_from, mv_until = g_rest["mv_from"].copy(), g_rest["mv_until"].copy()
-        if res.central.any():
+        if updates:
+            arm_ids = sorted(rewards)
             tx.execute(
-                "UPDATE bandit_scopes SET boost_until = ? WHERE scope = ?",
-                (obs[scope][0] + cfg.restart_runs, scope),
+                "INSERT INTO bandit_pending (obs_index, ts_ms, now, context, arms, rewards) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    index,
+                    ev.ts_ms,
+                    now,
+                    p.context or None,
+                    msgspec.json.encode(arm_ids).decode(),
+                    "".join("1" if rewards[a] else "0" for a in arm_ids),
+                ),
             )
-            start = res.central & (mv_until <= index)
-            mv_from = np.where(start, float(index), mv_from)
-            mv_until = np.where(res.central, float(index + cfg.moved_runs), mv_until)
-        r_int = r.astype(np.int64)
-        rows: list[tuple[Any, ...]] = []
-        zeros = np.zeros(n)
-        for scope_name, new in ((GLOBAL, res.glob), (p.context, res.ctx)):
-            if scope_name is None or new is None:
-                continue
-            old = states[scope_name][2]
-            extra = (
-                [res.sums[k] for k in hierarchy.SUMS] + [mv_from, mv_until]
-                if scope_name == GLOBAL
-                else [zeros] * 6
+        if pending >= CHECKPOINT_EVERY:
+            checkpoint(tx, cfg)
+            tx.execute(
+                "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, ckpt_index = ?, pending = 0 "
+                "WHERE one = 1",
+                (index, now, index),
             )
-            rows += zip(
-                [scope_name] * n,
-                arm_ids,
-                *(np.asarray(new[k], dtype=np.float64).tolist() for k in ("s", "f")),
-                (old["pulls"] + 1).astype(np.int64).tolist(),
-                (old["hits"] + r_int).astype(np.int64).tolist(),
-                [index] * n,
-                [now] * n,
-                *(np.asarray(new[k], dtype=np.float64).tolist() for k in evidence.FIELDS[2:]),
-                *(np.asarray(x, dtype=np.float64).tolist() for x in extra),
-                np.asarray(new["hist"], dtype=np.int64).tolist(),
-                strict=True,
-            )
-        _upsert(tx, rows)
-        points = [
-            (index, ev.ts_ms, row[0], row[1], row[2], row[3])
-            for row in rows
-            if row[4] <= HISTORY_DENSE or row[4] % HISTORY_EVERY == 0
-        ]
-        if points:
-            tx.executemany(
-                "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                points,
+        else:
+            tx.execute(
+                "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, pending = ? WHERE one = 1",
+                (index, now, pending),
             )
 
 
-#: The per-row state after (scope, arm_id), in the order `_observation` reads and writes it.
-_STATE = (
-    "s",
-    "f",
-    "pulls",
-    "hits",
-    "last_index",
-    "last_ts",
-    *evidence.FIELDS[2:],
-    *hierarchy.SUMS,
-    "mv_from",
-    "mv_until",
-    "hist",
-)
+def pending_since(tx: Tx, after: int) -> list[fold.Pending]:
+    """The pending observations after index `after`, in order."""
+    out = []
+    for index, ts_ms, now, context, arms, rewards in tx.fetchall(
+        "SELECT obs_index, ts_ms, now, context, arms, rewards FROM bandit_pending "
+        "WHERE obs_index > ? ORDER BY obs_index",
+        (after,),
+    ):
+        r = np.frombuffer(rewards.encode("ascii"), dtype=np.uint8).astype(np.float64) - 48.0
+        out.append(
+            fold.Pending(int(index), int(ts_ms), int(now), context, msgspec.json.decode(arms), r)
+        )
+    return out
+
+
+def read_rows(tx: Tx, scope: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The stored rows (arm_id, *STATE) of `ids` in `scope`."""
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(ids), 400):
+        chunk = list(ids[start : start + 400])
+        marks = ",".join("?" * len(chunk))
+        out += tx.fetchall(
+            f"SELECT arm_id, {STATE_COLS} FROM bandit_posteriors "
+            f"WHERE scope = ? AND arm_id IN ({marks})",
+            [scope, *chunk],
+        )
+    return out
+
+
+def fill(table: fold.Table, rows: list[tuple[Any, ...]]) -> None:
+    """Put stored rows (arm_id, *STATE) at their arms' positions (unknown arms are skipped)."""
+    pos = table.pos
+    rows = [r for r in rows if r[0] in pos]
+    if not rows:
+        return
+    at = np.fromiter((pos[r[0]] for r in rows), np.int64, len(rows))
+    values = np.array([r[1:-1] for r in rows], dtype=np.float64)
+    hist = np.fromiter((r[-1] for r in rows), dtype=np.int64, count=len(rows))
+    table.put(at, values, hist)
+
+
+def read_counts(tx: Tx, scopes: Sequence[str]) -> dict[str, list[int]]:
+    """Each scope's stored [observations, boost_until] (absent scopes are left out)."""
+    if not scopes:
+        return {}
+    marks = ",".join("?" * len(scopes))
+    return {
+        r[0]: [int(r[1]), int(r[2])]
+        for r in tx.fetchall(
+            f"SELECT scope, obs, boost_until FROM bandit_scopes WHERE scope IN ({marks})",
+            list(scopes),
+        )
+    }
+
+
+@dataclass
+class Folded:
+    """The rows and counts the pending observations changed, after folding them."""
+
+    tables: dict[str, fold.Table]
+    counts: dict[str, list[int]]
+    points: list[tuple[Any, ...]]
+
+
+def folded(tx: Tx, cfg: cfgmod.BanditConfig, *, points: bool = False) -> Folded:
+    """Apply the pending observations to the stored rows they touch (read in `tx`); the rows
+    of every other (scope, arm) and the counts of every other scope are as stored."""
+    pend = pending_since(tx, -1)
+    touched: dict[str, set[str]] = {}
+    for ob in pend:
+        for name in [GLOBAL] if ob.context is None else [GLOBAL, ob.context]:
+            touched.setdefault(name, set()).update(ob.arms)
+    tables = {}
+    for name, ids in touched.items():
+        t = fold.Table(sorted(ids))
+        fill(t, read_rows(tx, name, sorted(ids)))
+        tables[name] = t
+    counts = read_counts(tx, list(tables))
+    out: list[tuple[Any, ...]] | None = [] if points else None
+    for ob in pend:
+        ctx = None if ob.context is None else tables[ob.context]
+        fold.apply(cfg, tables[GLOBAL], ctx, ob, counts, out)
+    return Folded(tables, counts, out or [])
+
+
+def checkpoint(tx: Tx, cfg: cfgmod.BanditConfig) -> None:
+    """Fold every pending observation into the posterior, scope and history rows."""
+    f = folded(tx, cfg, points=True)
+    rows: list[tuple[Any, ...]] = []
+    for name, t in f.tables.items():
+        at = np.flatnonzero(t.present)
+        ids = list(t.pos)
+        rows += [(name, ids[i], *row) for i, row in zip(at.tolist(), t.rows(at), strict=True)]
+    _upsert(tx, rows)
+    tx.executemany(
+        "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, ?, ?) "
+        "ON CONFLICT (scope) DO UPDATE SET obs = excluded.obs, "
+        "boost_until = excluded.boost_until",
+        [(name, obs, until) for name, (obs, until) in f.counts.items()],
+    )
+    if f.points:
+        tx.executemany(
+            "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            f.points,
+        )
+    tx.execute("DELETE FROM bandit_pending")
+
+
+#: The per-row state after (scope, arm_id), in the order rows are read and written.
+_STATE = fold.STATE
 STATE_COLS = ", ".join(_STATE)
 
 
@@ -397,67 +462,8 @@ def _upsert(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
         tx.executemany(_upsert_sql(1), rows[whole:])
 
 
-def _rows(
-    cfg: cfgmod.BanditConfig, rows: list[tuple[Any, ...] | None], index: int, now: int
-) -> tuple[dict[str, Any], Any, dict[str, np.ndarray]]:
-    """Stored rows (None where an arm has none in the scope) as state arrays, their half-life
-    decay, and the other columns."""
-    n = len(rows)
-    have = [i for i, row in enumerate(rows) if row is not None]
-    num = np.zeros((n, len(_STATE) - 1))
-    hist = np.zeros(n, dtype=np.int64)
-    if have:
-        got = [rows[i] for i in have]
-        num[have] = np.array([row[:-1] for row in got], dtype=np.float64)
-        hist[have] = np.array([row[-1] for row in got], dtype=np.int64)
-    arr = {k: num[:, j] for j, k in enumerate(_STATE[:-1])}
-    arr["hist"] = hist
-    if len(have) < n:
-        fresh = np.ones(n, dtype=bool)
-        fresh[have] = False
-        for k, v in _BLANK.items():
-            arr[k][fresh] = v
-        arr["last_index"][fresh] = index
-        arr["last_ts"][fresh] = now
-    if cfg.half_life_runs or cfg.half_life_days:
-        decay: Any = np.array(
-            [
-                decay_factor(cfg, index - li, now - lt)
-                for li, lt in zip(arr["last_index"].tolist(), arr["last_ts"].tolist(), strict=True)
-            ]
-        )
-    else:
-        decay = 1.0
-    state = {k: arr[k] for k in (*evidence.FIELDS, "hist")}
-    return state, decay, arr
-
-
-#: The non-zero columns of a row that does not exist yet.
-_BLANK = {"pw": 1.0, "drop_at": -1.0, "mv_from": -1.0}
-#: A (scope, arm) pair gets a history point after each of its first HISTORY_DENSE updates, and
-#: after every HISTORY_EVERY-th after that: the convergence chart needs the start, and a
-#: point per update would be most of an observation's writes at 1,000 arms.
-HISTORY_DENSE = 16
-HISTORY_EVERY = 16
-
-
-def _bump_scopes(tx: Tx, scopes: list[str]) -> dict[str, tuple[int, int]]:
-    """Count one more observation in each scope; returns (observations, boost_until)."""
-    marks = ",".join("?" * len(scopes))
-    have = {
-        r[0]: (int(r[1]), int(r[2]))
-        for r in tx.fetchall(
-            f"SELECT scope, obs, boost_until FROM bandit_scopes WHERE scope IN ({marks})", scopes
-        )
-    }
-    out = {scope: (have.get(scope, (0, 0))[0] + 1, have.get(scope, (0, 0))[1]) for scope in scopes}
-    tx.executemany(
-        "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, ?, ?) "
-        "ON CONFLICT (scope) DO UPDATE SET obs = excluded.obs, "
-        "boost_until = excluded.boost_until",
-        [(scope, obs, until) for scope, (obs, until) in out.items()],
-    )
-    return out
+HISTORY_DENSE = fold.HISTORY_DENSE
+HISTORY_EVERY = fold.HISTORY_EVERY
 
 
 def load_config(tx: Tx) -> cfgmod.BanditConfig:

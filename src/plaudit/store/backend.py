@@ -258,6 +258,14 @@ class Backend(ABC):
         statement, across threads, processes and hosts; commits on success."""
 
     @contextmanager
+    def write_unflushed(self) -> Iterator[Tx]:
+        """`write()`, but its commit may return before it reaches stable storage, as long as
+        the next flushed commit makes it durable too (a log synced in order) and a killed
+        process keeps it. A backend that cannot do this safely gives a plain `write()`."""
+        with self.write() as tx:
+            yield tx
+
+    @contextmanager
     def try_write(self) -> Iterator[Tx | None]:
         """`write()` if the lease is free right now, else None (and no transaction)."""
         with self.write() as tx:

@@ -201,6 +201,7 @@ class _Request:
     __slots__ = (
         "batch",
         "done",
+        "durable",
         "error",
         "fn",
         "found",
@@ -216,10 +217,13 @@ class _Request:
         prepared: list[Prepared],
         on_conflict: OnConflict,
         fn: Callable[[Writer], Any] | None = None,
+        durable: bool = True,
     ) -> None:
         self.prepared = prepared
         self.on_conflict = on_conflict
         self.fn = fn
+        #: False: this request may be acknowledged before its commit reaches disk.
+        self.durable = durable
         self.result: Any = None
         self.error: BaseException | None = None
         self.done = False
@@ -423,13 +427,19 @@ class EventLog:
         with self.backend.write() as tx:
             return self._drain(tx)
 
-    def run(self, fn: Callable[[Writer], T]) -> T:
+    def run(self, fn: Callable[[Writer], T], *, durable: bool = True) -> T:
         """Run `fn(writer)` under the lease and commit, like `with writer() as w: fn(w)`, but
         group-committed: functions and appends that threads of this process submit at the same
         moment share one transaction (and one fsync), each under its own savepoint, so one that
         raises is undone alone. `fn` runs in whichever thread leads the group, so it must only
-        use the writer it is given."""
-        return self._submit([], "raise", fn)  # type: ignore[no-any-return]
+        use the writer it is given.
+
+        `durable=False` lets the commit return without waiting for the disk (SQLite: no fsync
+        of the WAL for that commit). What it wrote survives a killed process at once, and power
+        loss from the next durable commit on: the WAL is synced in order, so that commit's sync
+        covers it. Use it for a write whose loss is harmless until a later write depends on it
+        (a bandit run before its observation). A group with any durable request is synced."""
+        return self._submit([], "raise", fn, durable=durable)  # type: ignore[no-any-return]
 
     def _committed(self) -> None:
         self.projections.committed()
@@ -461,6 +471,8 @@ class EventLog:
         prepared: list[Prepared],
         on_conflict: OnConflict,
         fn: Callable[[Writer], Any] | None = None,
+        *,
+        durable: bool = True,
     ) -> Any:
         """Group commit: whoever holds the leader lock writes every queued request at once.
         On PostgreSQL, a plain append call of a follower process goes to its host's leader."""
@@ -475,7 +487,7 @@ class EventLog:
                     raise outcome
                 if outcome is not None:
                     return outcome
-        req = _Request(prepared, on_conflict, fn)
+        req = _Request(prepared, on_conflict, fn, durable)
         self._submit_many([req])
         if req.error is not None:
             raise req.error
@@ -557,7 +569,8 @@ class EventLog:
     def _commit_waiting(self, group: list[_Request]) -> None:
         """Wait for the lease and write the group under it (functions read state, so they
         need the lease itself, not the intake)."""
-        with self._sequencing() as (tx, head):
+        flush = any(r.durable for r in group)
+        with self._sequencing(flush=flush) as (tx, head):
             if head.pending:
                 self._drain(tx)
             else:
@@ -642,14 +655,15 @@ class EventLog:
             self.sequence()
 
     @contextmanager
-    def _sequencing(self) -> Iterator[tuple[Tx, HeadState]]:
-        """The lease (waiting for it) and the head read under it."""
+    def _sequencing(self, *, flush: bool = True) -> Iterator[tuple[Tx, HeadState]]:
+        """The lease (waiting for it) and the head read under it; `flush=False`: the commit
+        need not wait for the disk (see `run`)."""
         b: Any = self.backend
         if hasattr(b, "try_sequence"):
             with b.try_sequence(wait=True) as got:
                 yield got
             return
-        with self.backend.write() as tx:
+        with self.backend.write() if flush else self.backend.write_unflushed() as tx:
             yield tx, tx.head_for_sequencing()
 
     def _pump_pass(self) -> int | None:

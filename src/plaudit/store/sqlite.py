@@ -183,6 +183,23 @@ class SqliteBackend(Backend):
             raise StoreNotFoundError.at(self.url, why="the file holds no plaudit tables")
 
     @contextmanager
+    def write_unflushed(self) -> Iterator[SqliteTx]:
+        # In WAL mode NORMAL appends the commit's frames without an fsync; the WAL is one file
+        # written in order, so the next FULL commit's fsync makes these frames durable too.
+        # SQLite refuses to change the level inside a transaction: set it around the write.
+        if self.synchronous == "NORMAL":
+            with self.write() as tx:
+                yield tx
+            return
+        conn = self.connection()
+        conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            with self.write() as tx:
+                yield tx
+        finally:
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    @contextmanager
     def write(self) -> Iterator[SqliteTx]:
         # Threads of this process queue here first. Left to SQLite's busy handler, a losing
         # writer sleeps in growing steps and nobody takes the free lock until a sleeper wakes:

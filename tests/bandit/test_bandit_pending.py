@@ -1,0 +1,149 @@
+"""Pending observations and checkpoints: what any reader sees (rows at the last checkpoint plus
+the pending observations folded on top) equals the in-memory learner and a rebuild, for any
+sequence of observations, wherever a process stops and another takes over; and a store at
+the previous projection version migrates."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plaudit import Plaudit
+from plaudit.bandit.arms import Arm
+from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.memory import MemoryLearner
+from plaudit.bandit.projection import CHECKPOINT_EVERY
+from plaudit.events import make_event
+
+IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
+LABELS = [None, "code", "ops"]
+
+step = st.tuples(
+    st.sampled_from(LABELS),
+    st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # included
+    st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # referenced
+    st.booleans(),  # the process stops after this step; a new one opens the store
+)
+
+
+def _observe(p: Plaudit, i: int, label: str | None, inc: list[bool], ref: list[bool]) -> None:
+    arms = [{"id": a, "tokens": 100, "included": bool(x)} for a, x in zip(IDS, inc, strict=True)]
+    run = make_event(
+        "plaudit.bandit.run.v1",
+        {"arms": arms, "budget": 1000, "used_tokens": 0, "context": label},
+        id=f"run-{i}",
+    )
+    rewards = {a: int(r) for a, r, x in zip(IDS, ref, inc, strict=True) if x}
+    obs = make_event(
+        "plaudit.bandit.observation.v1",
+        {"run_id": f"run-{i}", "rewards": rewards, "updates": True, "context": label},
+    )
+    p.log.append_batch([run, obs])
+
+
+def _state(p: Plaudit) -> dict[Any, list[tuple[float, float, int]]]:
+    return {
+        label: [(s.alpha, s.beta, s.pulls) for s in p.bandit.posteriors(label)] for label in LABELS
+    }
+
+
+@given(steps=st.lists(step, min_size=1, max_size=3 * CHECKPOINT_EVERY + 3))
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_store_equals_memory_and_rebuild(steps: list[Any], posterior_table: Any) -> None:
+    cfg = BanditConfig()
+    kinds = [Arm(id=a, tokens=100).effective_kind for a in IDS]
+    mem = MemoryLearner(IDS, kinds, cfg)
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "s.db")
+        p = Plaudit.open(db)
+        try:
+            p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
+            seen = _state(p)  # a long-lived reader: its cache folds what others append
+            for i, (label, inc, ref, stop) in enumerate(steps):
+                _observe(p, i, label, inc, ref)
+                idx = np.flatnonzero(inc)
+                if len(idx):
+                    mem.learn(label, idx, np.array(ref, dtype=np.float64)[idx])
+                if stop:  # nothing runs after the append: a crash there is the same
+                    p.close()
+                    p = Plaudit.open(db)
+                if i % 5 == 0:
+                    seen = _state(p)
+            now = _state(p)
+            for label in LABELS:
+                a, b = mem.posterior(label)
+                got = np.array([(x[0], x[1]) for x in now[label]])
+                assert np.allclose(got[:, 0], a, rtol=0, atol=1e-9), label
+                assert np.allclose(got[:, 1], b, rtol=0, atol=1e-9), label
+            with Plaudit.open(db) as fresh:
+                assert _state(fresh) == now  # a reader that folded nothing before
+            table = posterior_table(p)
+            p.rebuild()
+            assert posterior_table(p) == table
+            assert _state(p) == now
+            assert seen is not None
+        finally:
+            p.close()
+
+
+def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
+    db = str(tmp_path / "v3.db")
+    with Plaudit.open(db) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
+        for i in range(CHECKPOINT_EVERY + 5):
+            _observe(p, i, LABELS[i % 3], [True] * 4, [i % 2 == 0, True, False, i % 3 == 0])
+        want, table = _state(p), posterior_table(p)
+        # the version 3 schema: no pending table, no checkpoint columns
+        with p.backend.write() as tx:
+            tx.execute("DROP TABLE bandit_pending")
+            tx.execute("ALTER TABLE bandit_meta DROP COLUMN ckpt_index")
+            tx.execute("ALTER TABLE bandit_meta DROP COLUMN pending")
+            tx.execute("UPDATE plaudit_projections SET version = 3 WHERE name = 'bandit'")
+    with Plaudit.open(db) as p:
+        assert _state(p) == want
+        assert posterior_table(p) == table
+        with p.backend.read() as tx:
+            v = tx.scalar("SELECT version FROM plaudit_projections WHERE name = 'bandit'")
+            pending = tx.scalar("SELECT COUNT(*) FROM bandit_pending")
+        assert v == 4 and pending == 5
+
+
+@given(
+    plan=st.lists(
+        st.tuples(st.booleans(), st.sampled_from(LABELS), st.integers(0, 2**16)),
+        min_size=1,
+        max_size=2 * CHECKPOINT_EVERY + 3,
+    )
+)
+@settings(max_examples=15, deadline=None)
+def test_an_observers_own_cache_stays_exact(plan: list[Any]) -> None:
+    """`observe` folds its own committed observation into its process's cache when the cache
+    is just before it. Another writer's observation between a select and its observe (a second
+    store handle, with its own cache), and checkpoints, must leave both handles exactly where a
+    fresh reader is."""
+
+    def run(p: Plaudit, label: str | None, seed: int) -> tuple[Any, str, list[dict]]:
+        sel = p.bandit.select(token_budget=250, context=label, seed=seed)
+        return sel, "a.py" if seed % 2 else "debugging", [{"name": "Bash"}] if seed % 3 else []
+
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "s.db")
+        with Plaudit.open(db) as a, Plaudit.open(db) as b:
+            a.bandit.register([{"id": x, "tokens": 100} for x in IDS])
+            for between, label, seed in plan:
+                sel, text, calls = run(a, label, seed)
+                if between:
+                    other, other_text, other_calls = run(b, LABELS[seed % 3], seed + 1)
+                    b.bandit.observe(other.run_id, other_text, other_calls)
+                a.bandit.observe(sel.run_id, text, calls)
+                with Plaudit.open(db) as fresh:
+                    want = _state(fresh)
+                assert _state(a) == want
+                assert _state(b) == want
