@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1500)
     ap.add_argument("--workload", default="critical")
     ap.add_argument("--candidate", default='{"core_level": 0.6}')
+    ap.add_argument(
+        "--strength",
+        type=float,
+        default=None,
+        help="need model: the own evidence with a prior of this many runs (default: posterior)",
+    )
     args = ap.parse_args(argv)
     sc = getattr(workloads, args.workload)()
     cand = merged(BanditConfig(), json.loads(args.candidate))
@@ -43,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         pi = {t: learner.candidate(cand, t) for t in tasks}
         model, model_ab = {}, {}
         for t in tasks:
-            a, b = final.posterior(t)
+            if args.strength is None:
+                a, b = final.posterior(t)
+            else:
+                a, b = final.memory.need_model(t, args.strength)
             model[t], model_ab[t] = a / (a + b), (a, b)
         toks = {t: sc.tokens.astype(float) for t in tasks}
         res = estimate(logged, pi, model, toks, resamples=300, seed=seed, model_ab=model_ab)

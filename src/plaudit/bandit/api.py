@@ -14,7 +14,7 @@ import numpy as np
 from plaudit.bandit import config as cfgmod
 from plaudit.bandit import policy, posteriors
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
-from plaudit.bandit.detect import referenced_arms
+from plaudit.bandit.detect import inventory_index, referenced_arms
 from plaudit.bandit.projection import (
     ARMS_V1,
     CONFIG_V1,
@@ -318,7 +318,7 @@ class Bandit:
         ).hexdigest()
         self._ensure()
 
-        def write(w: Any) -> tuple[dict[str, int], bool, str]:
+        def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
             row = w.tx.fetchone(
                 "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
                 (run_id,),
@@ -348,6 +348,14 @@ class Bandit:
                 "error": error,
                 "input_digest": digest,
             }
+            if updates and cfg.learn_from_misses and (output_text or calls):
+                # registered arms the run left out but its output references: the agent
+                # fetched them, so the run needed them (a success; see docs/bandit.md)
+                missed = inventory_index(self._cache.registry.arms).referenced(
+                    output_text, calls
+                ) - set(included)
+                if missed:
+                    payload["missed"] = sorted(missed)
             oid = _observation_id(run_id)
             try:
                 res = w.append(
@@ -364,15 +372,17 @@ class Bandit:
                 if stored is not None:
                     rewards = stored.payload["rewards"]
                     updates = stored.payload["updates"]
-            return rewards, bool(updates), res.status
+                    payload["missed"] = stored.payload.get("missed", [])
+            return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
-        rewards, updates, status = self.p.log.run(write)
+        rewards, updates, status, missed = self.p.log.run(write)
         return Observation(
             run_id=run_id,
             rewards=rewards,
             referenced=[a for a, r in rewards.items() if r],
             updated=updates,
             status=status,
+            missed=missed,
         )
 
     # -- reading -----------------------------------------------------------------------

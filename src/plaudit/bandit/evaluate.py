@@ -261,6 +261,8 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     world = MemoryLearner(ids, kinds, cfg)  # the need model: every observed run
     for i, ev in enumerate(observations):
         rewards = ev.payload["rewards"]
+        if ev.payload.get("missed"):  # as the projection learns them
+            rewards = {**rewards, **dict.fromkeys(ev.payload["missed"], 1)}
         idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
         r = np.array([rewards[a] for a in rewards if a in pos], dtype=np.float64)
         label = ev.payload.get("context") or None

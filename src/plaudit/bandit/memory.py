@@ -139,6 +139,7 @@ class MemoryLearner:
             budget,
             contextual=label is not None,
             global_pulls=self.pulls[0],
+            global_successes=self.st["s"][0],
             scope=scope,
             scope_obs=float(self.scope_obs[row]),
             restarting=bool(self.scope_obs[row] < self.boost_until[row]),

@@ -80,6 +80,8 @@ class _ObservationPayload(msgspec.Struct):
     run_id: str
     rewards: dict[str, Literal[0, 1]]
     updates: bool = False
+    #: excluded arms the output referenced: successes, like included referenced arms
+    missed: list[str] = msgspec.field(default_factory=list)
     context: str | None = None
     usage_tokens: int | None = None
     duration_ms: float | None = None
@@ -268,7 +270,7 @@ class BanditProjection:
 
     def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
         p = _decode(ev, _ObservationPayload)
-        rewards = p.rewards
+        rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
         index, last_ts = tx.fetchone("SELECT obs_index, last_ts FROM bandit_meta WHERE one = 1")
         index, now = int(index) + 1, max(int(last_ts), ev.ts_ms)
         tx.execute("UPDATE bandit_meta SET obs_index = ?, last_ts = ? WHERE one = 1", (index, now))
