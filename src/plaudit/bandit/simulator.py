@@ -613,3 +613,39 @@ def run_store(
         m.rare_needed.append(int((needed & rare).sum()))
         m.rare_hit.append(int((needed & included & rare).sum()))
     return m
+
+
+def evaluation_check(
+    sc: Scenario,
+    candidate: BanditConfig,
+    runs: int,
+    *,
+    seed: int = 0,
+    resamples: int = 300,
+    all_runs: bool = False,
+) -> tuple[dict[str, Any], float]:
+    """Off-policy evaluation against the hidden truth, as `plaudit bandit evaluate` does it:
+    plaudit logs `runs` runs; `candidate` is planned on the posteriors frozen halfway and
+    estimated on the second half (from each context's latest detected change on, unless
+    `all_runs`), with the need model `evaluate.from_log` uses. Returns the estimates and the
+    truth: the candidate's realised recall on the same runs, from the needs the world hid."""
+    from plaudit.bandit.evaluate import SWITCH, estimate, since_change
+
+    split = runs // 2
+    learner, logged, needs, final = logged_runs(sc, runs, seed=seed, split=split)
+    tasks = range(len(sc.task_types))
+    pi = {t: learner.candidate(candidate, t) for t in tasks}
+    model, model_ab = {}, {}
+    for t in tasks:
+        low = final.candidate(final.cfg, t) < SWITCH
+        a, b = final.memory.background_model(t, low, *final.posterior(t))
+        model[t], model_ab[t] = a / (a + b), (a, b)
+    if not all_runs:
+        index = range(split + 1, split + 1 + len(logged))
+        keep = since_change([r.context for r in logged], index, final.memory.changed_at)
+        logged, needs = [r for r, k in zip(logged, keep, strict=True) if k], needs[keep]
+    toks = {t: sc.tokens.astype(float) for t in tasks}
+    res = estimate(logged, pi, model, toks, resamples=resamples, seed=seed, model_ab=model_ab)
+    ctx = np.array([r.context for r in logged])
+    truth = float((np.stack([pi[t] for t in ctx]) * needs).sum() / needs.sum())
+    return res, truth
