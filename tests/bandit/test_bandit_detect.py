@@ -215,3 +215,16 @@ def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
         if hit and not a.startswith("section:")
     }
     assert InventoryIndex(arms).referenced(text, tool_calls) == expected
+
+
+def test_a_category_word_shared_by_several_skills_is_no_miss() -> None:
+    """A skill is referenced by its category word; when other registered skills share that
+    word, the output cannot say which one the agent fetched, so none is a miss."""
+    from plaudit.bandit.detect import InventoryIndex, inventory_index
+
+    arms = {"skill:dev:one": None, "skill:dev:two": None, "skill:legal:main": None}
+    idx = InventoryIndex(arms)
+    assert idx.referenced("some dev work under legal review", []) == {"skill:legal:main"}
+    # the index is kept per registry object
+    assert inventory_index(arms) is inventory_index(arms)
+    assert inventory_index(dict(arms)) is not inventory_index(arms)

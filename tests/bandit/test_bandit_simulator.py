@@ -277,6 +277,11 @@ def test_a_revealed_miss_teaches_the_learner_and_nothing_else_changes() -> None:
     assert (referenced_by(sc, rng, needed, included) == (needed & included)).all()
     shown = dataclasses.replace(sc, reveal=1.0)
     assert (referenced_by(shown, rng, needed, included) == needed).all()
+    # a section is "referenced" whenever included, so leaving it out reveals nothing
+    sec = sc.ids.index("section:system:instructions")
+    only = np.zeros(sc.n, dtype=bool)
+    only[sec] = True
+    assert not referenced_by(shown, rng, only, np.zeros(sc.n, dtype=bool)).any()
     for learn, gain in ((True, 1.0), (False, 0.0)):
         cfg = BanditConfig(learn_from_misses=learn)
         pol = PlauditPolicy(sc, cfg, np.random.default_rng(1))

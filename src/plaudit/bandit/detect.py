@@ -176,7 +176,9 @@ class InventoryIndex:
     confirmed by the arm's own rule (`is_referenced`), so the answer is the same.
 
     Sections are left out: "always referenced when included" says nothing about a run that
-    did not include them."""
+    did not include them. So is a skill whose category word names other registered skills
+    too: the word cannot say which of them the agent fetched (an output that says "dev" would
+    otherwise count as fetching every `skill:dev:*`)."""
 
     def __init__(self, arms: Mapping[str, str | None]) -> None:
         self.tools: dict[str, list[str]] = {}
@@ -184,7 +186,6 @@ class InventoryIndex:
         #: categories with '.' or '-', file names with other characters: matched by their regex
         self.odd: list[tuple[str, str | None]] = []
         self.files: dict[str, list[tuple[str, str | None]]] = {}
-        self.contents: dict[str, str | None] = dict(arms)
         memories: list[tuple[str, str]] = []
         for arm_id, content in arms.items():
             type_, category, name = arm_id.split(":", 2)
@@ -205,6 +206,17 @@ class InventoryIndex:
             elif type_ == "memory" and content:
                 memories.append((arm_id, content))
         self.memories = MemoryIndex(dict(memories)) if memories else None
+        per_category: dict[str, int] = {}
+        for arm_id in arms:
+            if arm_id.startswith("skill:"):
+                cat = arm_id.split(":", 2)[1].lower()
+                per_category[cat] = per_category.get(cat, 0) + 1
+        #: skills whose category word other registered skills share: never a miss
+        self.shared = {
+            a
+            for a in arms
+            if a.startswith("skill:") and per_category[a.split(":", 2)[1].lower()] > 1
+        }
 
     def referenced(
         self, text: str, tool_calls: Sequence[Mapping[str, Any]], among: set[str] | None = None
@@ -219,8 +231,13 @@ class InventoryIndex:
         if self.skills:
             words = {w.lower() for w in _WORD.findall(both)}
             for w in words & self.skills.keys():
-                found.update(self.skills[w])
-        found.update(a for a, c in self.odd if is_referenced(a, c, text, calls_text, names))
+                if len(self.skills[w]) == 1:
+                    found.update(self.skills[w])
+        found.update(
+            a
+            for a, c in self.odd
+            if (a not in self.shared) and is_referenced(a, c, text, calls_text, names)
+        )
         if self.files:
             for token in {t.replace("\\", "/").rstrip(".") for t in _PATHISH.findall(both)}:
                 for arm_id, content in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
@@ -233,15 +250,19 @@ class InventoryIndex:
         return found if among is None else found & among
 
 
-_INVENTORY: list[Any] = [None, None]
+#: recent registries' indexes, newest last: (registry mapping, its index); a process may hold
+#: several stores, and rebuilding on every switch cost 0.5 s at 10,000 arms
+_INVENTORY: list[tuple[Mapping[str, Any], InventoryIndex]] = []
+_INVENTORY_KEEP = 8
 
 
 def inventory_index(arms: Mapping[str, Any]) -> InventoryIndex:
-    """The index of a registry's arms ({id: Arm or content}), rebuilt when the registry object
-    changes (the store replaces it whenever arms are registered)."""
-    if _INVENTORY[0] is not arms:
-        contents = {a: getattr(v, "content", v) for a, v in arms.items()}
-        _INVENTORY[1] = InventoryIndex(contents)
-        _INVENTORY[0] = arms
-    index: InventoryIndex = _INVENTORY[1]
+    """The index of a registry's arms ({id: Arm or content}), built once per registry object
+    (the store replaces it whenever arms are registered)."""
+    for held, index in _INVENTORY:
+        if held is arms:
+            return index
+    index = InventoryIndex({a: getattr(v, "content", v) for a, v in arms.items()})
+    _INVENTORY.append((arms, index))
+    del _INVENTORY[:-_INVENTORY_KEEP]
     return index

@@ -54,6 +54,22 @@ class Scenario:
     reveal: float = 0.0
 
     @property
+    def revealable(self) -> np.ndarray:
+        """Arms whose fetch `observe` can tell apart: not sections, and not a skill whose
+        category word other skills share (see `detect.InventoryIndex`)."""
+        cats = [i.split(":", 2)[1].lower() if i.startswith("skill:") else None for i in self.ids]
+        count: dict[str, int] = {}
+        for c in cats:
+            if c is not None:
+                count[c] = count.get(c, 0) + 1
+        return np.array(
+            [
+                not i.startswith("section:") and (c is None or count[c] == 1)
+                for i, c in zip(self.ids, cats, strict=True)
+            ]
+        )
+
+    @property
     def n(self) -> int:
         return len(self.ids)
 
@@ -452,10 +468,11 @@ def referenced_by(
     sc: Scenario, fetch: np.random.Generator, needed: np.ndarray, included: np.ndarray
 ) -> np.ndarray:
     """What the run's output references: the needed arms it was given, and each needed arm it
-    was not given with probability `sc.reveal` (the agent fetched it; it is still a miss)."""
+    was not given with probability `sc.reveal` (the agent fetched it; it is still a miss),
+    if `observe` could tell that fetch apart (`Scenario.revealable`)."""
     seen = needed & included
     if sc.reveal > 0:
-        seen |= needed & ~included & (fetch.random(sc.n) < sc.reveal)
+        seen |= needed & ~included & sc.revealable & (fetch.random(sc.n) < sc.reveal)
     return seen
 
 

@@ -229,6 +229,9 @@ def large(
             need = np.zeros(types)
             need[t] = rng.uniform(0.3, 0.9)
             kind = kinds[j % 4]
+            if kind == "skill":  # a skill's own category: an agent names a skill by it
+                b.add(f"skill:t{t}-{j}:main", "common", need)
+                continue
             name = f"t{t}-{j}" if kind != "file" else f"t{t}/m{j}.py"
             b.add(f"{kind}:c{t}:{name}", "common", need)
     _critical(b)
