@@ -21,8 +21,8 @@ import numpy as np
 
 from plaudit.bandit import workloads
 from plaudit.bandit.config import BanditConfig, merged
-from plaudit.bandit.evaluate import ESTIMATORS, estimate
-from plaudit.bandit.simulator import logged_runs
+from plaudit.bandit.evaluate import ESTIMATORS
+from plaudit.bandit.simulator import evaluation_check
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=1500)
     ap.add_argument("--workload", default="critical")
     ap.add_argument("--candidate", default='{"core_level": 0.6}')
+    ap.add_argument(
+        "--all-runs",
+        action="store_true",
+        help="evaluate every run of the second half, not only those after a detected change",
+    )
     args = ap.parse_args(argv)
     sc = getattr(workloads, args.workload)()
     cand = merged(BanditConfig(), json.loads(args.candidate))
@@ -38,17 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     cover = dict.fromkeys(ESTIMATORS, 0)
     widths: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     for seed in range(args.seeds):
-        learner, logged, needs, final = logged_runs(sc, args.runs, seed=seed, split=args.runs // 2)
-        tasks = range(len(sc.task_types))
-        pi = {t: learner.candidate(cand, t) for t in tasks}
-        model, model_ab = {}, {}
-        for t in tasks:
-            a, b = final.posterior(t)
-            model[t], model_ab[t] = a / (a + b), (a, b)
-        toks = {t: sc.tokens.astype(float) for t in tasks}
-        res = estimate(logged, pi, model, toks, resamples=300, seed=seed, model_ab=model_ab)
-        ctx = np.array([r.context for r in logged])
-        truth = float((np.stack([pi[t] for t in ctx]) * needs).sum() / needs.sum())
+        res, truth = evaluation_check(
+            sc, cand, args.runs, seed=seed, resamples=300, all_runs=args.all_runs
+        )
         for k in ESTIMATORS:
             lo, hi = res[k]["recall_ci"]
             cover[k] += lo <= truth <= hi

@@ -3,7 +3,8 @@
 * `PerTaskTS`: a plain per-task-type thresholded Thompson sampler. One Beta(1, 1) posterior
   per (task type, arm); each run draws theta for every arm and includes the arms whose theta
   reaches `threshold` (0.1, or another via `per_task_ts`), best first, into the budget.
-  Included arms learn; excluded ones do not.
+  Included arms learn; an excluded arm learns only from a revealed miss (the agent fetched it:
+  a success), the same information plaudit gets.
 * `MabwiserTS` / `MabwiserLinTS`: MABWiser's Thompson sampling (one model per task type) and
   LinTS (task type one-hot as the context), asked for every arm's sampled expectation and
   thresholded the same way. MABWiser is an optional benchmark dependency (`pip install -e
@@ -50,6 +51,7 @@ class PerTaskTS:
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
         self.a[task, included] += referenced[included]
         self.b[task, included] += 1 - referenced[included]
+        self.a[task, referenced & ~included] += 1  # revealed misses
 
 
 def per_task_ts(threshold: float) -> Any:
@@ -104,7 +106,7 @@ class MabwiserTS(_Mabwiser):
         return np.array([exp[a] for a in self.arms])
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
-        idx = np.flatnonzero(included)
+        idx = np.flatnonzero(included | referenced)  # revealed misses count as successes
         if idx.size:
             self._model(task).partial_fit(idx.tolist(), referenced[idx].astype(int).tolist())
 
@@ -136,7 +138,7 @@ class MabwiserLinTS(_Mabwiser):
         return np.array([exp[a] for a in self.arms])
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
-        idx = np.flatnonzero(included)
+        idx = np.flatnonzero(included | referenced)  # revealed misses count as successes
         if idx.size:
             self.model.partial_fit(
                 idx.tolist(),

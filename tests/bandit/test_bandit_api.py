@@ -348,3 +348,66 @@ def test_savings_are_net_of_baseline_runs_and_match_the_simulator_under_a_bindin
     assert s["inventory_savings_percent"] > 55
     # net of baseline runs is below the gross figure: baseline runs save nothing
     assert s["net_savings_percent"] < s["token_savings_percent"]
+
+
+def _miss_text(arm_id: str) -> tuple[str, list[dict]]:
+    """An output that references `arm_id` by its own rule."""
+    type_, category, name = arm_id.split(":", 2)
+    if type_ == "tool":
+        return "", [{"name": name}]
+    if type_ == "file":
+        return f"I read {name} myself.", []
+    if type_ == "skill":
+        return f"This needs {category}.", []
+    return "As noted: Deploys go through the canary stage and need two approvals.", []
+
+
+def test_a_referenced_excluded_arm_is_learned_as_a_miss(pl: Plaudit, arms, posterior_table) -> None:
+    """An arm the run left out but the output references (the agent fetched it) counts as a
+    success in the run's context and globally; sections never do; rebuild agrees."""
+    pl.bandit.register(arms)
+    sel = pl.bandit.select(None, token_budget=500, context="code", seed=3)
+    missed = [a for a in sel.excluded if not a.startswith("section:")]
+    assert missed, sel
+    target = missed[0]
+    text, calls = _miss_text(target)
+    before = {s.id: (s.alpha, s.beta) for s in pl.bandit.posteriors(context="code")}
+    obs = pl.bandit.observe(sel.run_id, text, calls)
+    assert target in obs.missed and target not in obs.rewards
+    assert not any(a.startswith("section:") for a in obs.missed)
+    assert set(obs.missed).isdisjoint(sel.included)
+    after = {s.id: (s.alpha, s.beta) for s in pl.bandit.posteriors(context="code")}
+
+    def mean(ab: tuple[float, float]) -> float:
+        return ab[0] / (ab[0] + ab[1])
+
+    assert mean(after[target]) > mean(before[target])
+    others = [a for a in before if a != target and a not in obs.rewards]
+    assert all(after[a] == before[a] for a in others if a not in obs.missed)
+    glob = {s.id: s for s in pl.bandit.posteriors()}
+    assert glob[target].pulls == 1
+    ev = pl.log.get(_observation_event_id(pl, sel.run_id))
+    assert ev is not None and target in ev.payload["missed"]
+    # the same observation again is a no-op that reports the same misses
+    again = pl.bandit.observe(sel.run_id, text, calls)
+    assert again.status == "present" and again.missed == obs.missed
+    state = posterior_table(pl)
+    pl.rebuild()
+    assert posterior_table(pl) == state
+
+
+def test_learn_from_misses_off_leaves_excluded_arms_alone(pl: Plaudit, arms) -> None:
+    pl.bandit.register(arms)
+    pl.bandit.configure(learn_from_misses=False)
+    sel = pl.bandit.select(None, token_budget=500, context="code", seed=3)
+    target = next(a for a in sel.excluded if not a.startswith("section:"))
+    obs = pl.bandit.observe(sel.run_id, *_miss_text(target))
+    assert obs.missed == []
+    assert {s.id: s for s in pl.bandit.posteriors()}[target].pulls == 0
+
+
+def _observation_event_id(pl: Plaudit, run_id: str) -> str:
+    for ev in pl.log.replay(types=[OBSERVATION_V1]):
+        if ev.payload["run_id"] == run_id:
+            return ev.id
+    raise AssertionError("no observation event")

@@ -203,3 +203,66 @@ def test_referenced_arms_applies_each_arms_rule(names, text, called) -> None:
     names_set, calls_text = tool_call_names(calls), tool_call_text(calls)
     for arm_id, content in arms.items():
         assert got[arm_id] == is_referenced(arm_id, content, text, calls_text, names_set)
+
+
+_NAMES = st.sampled_from(["Bash", "Read", "guide.md", "README.md", "app.py", "legal", "go", "x-y"])
+_PIECES = st.sampled_from(
+    [
+        "see README.md.",
+        "README.md.bak",
+        "notREADME.md",
+        "docs/guide.md",
+        "path=src/app.py",
+        "data.py",
+        "a good legal read",
+        "golang",
+        "x-y here",
+        "deploys go through the canary stage",
+        "Go",
+        " ",
+        "\n",
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=8), calls=st.lists(_NAMES, max_size=3))
+def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
+    """The indexed detector that finds misses over a whole inventory gives exactly the arms
+    the per-arm rules give (sections aside: they are referenced only when included)."""
+    from plaudit.bandit.detect import InventoryIndex
+
+    arms = {
+        "tool:exec:Bash": None,
+        "tool:fs:Read": None,
+        "skill:legal:main": None,
+        "skill:go:main": None,
+        "skill:x-y:main": None,
+        "file:workspace:README.md": None,
+        "file:workspace:docs/guide.md": None,
+        "file:src:app": "src/app.py",
+        "file:odd:my notes.txt": None,
+        "memory:project:deploys": "Deploys go through the canary stage and need two approvals.",
+        "section:system:instructions": None,
+    }
+    text = "".join(pieces) + (" my notes.txt" if len(pieces) % 3 == 0 else "")
+    tool_calls = [{"name": n, "file_path": n} for n in calls]
+    expected = {
+        a
+        for a, hit in referenced_arms(arms, text, tool_calls).items()
+        if hit and not a.startswith("section:")
+    }
+    assert InventoryIndex(arms).referenced(text, tool_calls) == expected
+
+
+def test_a_category_word_shared_by_several_skills_is_no_miss() -> None:
+    """A skill is referenced by its category word; when other registered skills share that
+    word, the output cannot say which one the agent fetched, so none is a miss."""
+    from plaudit.bandit.detect import InventoryIndex, inventory_index
+
+    arms = {"skill:dev:one": None, "skill:dev:two": None, "skill:legal:main": None}
+    idx = InventoryIndex(arms)
+    assert idx.referenced("some dev work under legal review", []) == {"skill:legal:main"}
+    # the index is kept per registry object
+    assert inventory_index(arms) is inventory_index(arms)
+    assert inventory_index(dict(arms)) is not inventory_index(arms)

@@ -156,3 +156,36 @@ def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
     for _ in range(200):
         chosen = policy.draw(plan, rng)
         assert int(tokens[chosen].sum()) <= inp.budget
+
+
+def test_a_binding_budget_gives_no_core_place_to_an_arm_never_referenced() -> None:
+    """Under a binding budget the prior alone (mean 0.75) would put every never-seen arm in the
+    core; such arms are searched instead, and an arm some run referenced may be kept."""
+    n = 40
+    tokens = np.full(n, 100, dtype=np.int64)
+    unseen = np.arange(n) >= 2
+    inp = _input(
+        alpha=np.full(n, 1.5),
+        beta=np.full(n, 0.5),
+        tokens=tokens,
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.ones(n, dtype=bool),
+        bar=np.full(n, 0.05),
+        budget=1000,
+        proof_s=np.zeros(n),
+        proof_f=np.zeros(n),
+    )
+    plain = policy.plan(inp)
+    assert plain.core.sum() >= 8  # the prior fills the core ...
+    seen = policy.plan(_replace(inp, unseen=unseen))
+    assert seen.core[:2].all() and not seen.core[2:].any()  # ... unless nothing backs it
+    assert (seen.propensities[2:] > 0).all()
+    # when the inventory fits, the rule does not apply
+    fits = _replace(inp, unseen=unseen, budget=10_000)
+    assert policy.plan(fits).core.all()
+
+
+def _replace(inp: policy.PolicyInput, **kw: object) -> policy.PolicyInput:
+    import dataclasses
+
+    return dataclasses.replace(inp, **kw)

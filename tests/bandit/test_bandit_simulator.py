@@ -153,6 +153,12 @@ def test_in_memory_policy_uses_the_same_arithmetic_as_the_store(pl: Plaudit) -> 
                     "rewards": rewards,
                     "updates": True,
                     "context": ctx,
+                    # referenced but left out: misses, which both sides learn alike
+                    "missed": [
+                        a
+                        for a, r, inc in zip(sc.ids, referenced, included, strict=True)
+                        if r and not inc
+                    ],
                 },
             )
         )
@@ -251,3 +257,49 @@ def test_without_drift_savings_stay_near_the_stationary_optimum() -> None:
     best = simulate(sc, "optimum", 2000, seed=0).summary(500)
     assert mine["savings_percent"] >= best["savings_percent"] - 2.0
     assert mine["recall"] >= 0.98
+
+
+def test_a_revealed_miss_teaches_the_learner_and_nothing_else_changes() -> None:
+    """`Scenario.reveal`: a needed arm left out is referenced with that probability, and the
+    in-memory learner counts it as a success (as `observe` does); with reveal 0 every
+    strategy sees exactly the world it saw before."""
+    import dataclasses
+
+    from plaudit.bandit.config import BanditConfig
+    from plaudit.bandit.simulator import PlauditPolicy, referenced_by
+
+    sc = default_scenario()
+    rng = np.random.default_rng(0)
+    needed = np.zeros(sc.n, dtype=bool)
+    needed[[0, 1, 2]] = True
+    included = np.zeros(sc.n, dtype=bool)
+    included[0] = True
+    assert (referenced_by(sc, rng, needed, included) == (needed & included)).all()
+    shown = dataclasses.replace(sc, reveal=1.0)
+    assert (referenced_by(shown, rng, needed, included) == needed).all()
+    # a section is "referenced" whenever included, so leaving it out reveals nothing
+    sec = sc.ids.index("section:system:instructions")
+    only = np.zeros(sc.n, dtype=bool)
+    only[sec] = True
+    assert not referenced_by(shown, rng, only, np.zeros(sc.n, dtype=bool)).any()
+    for learn, gain in ((True, 1.0), (False, 0.0)):
+        cfg = BanditConfig(learn_from_misses=learn)
+        pol = PlauditPolicy(sc, cfg, np.random.default_rng(1))
+        pol.learn(0, 0, included, needed)
+        assert pol.memory.st["s"][1, 1] == gain and pol.memory.st["f"][1, 1] == 0.0
+        assert pol.memory.pulls[0, 1] == gain
+    a = simulate(sc, "plaudit", 300, seed=3).summary()
+    b = simulate(dataclasses.replace(sc, reveal=0.0), "plaudit", 300, seed=3).summary()
+    assert a == b
+
+
+def test_misses_fetched_make_a_large_inventory_learnable() -> None:
+    """2,000 arms under a binding budget: when the agent fetches a quarter of what it misses,
+    plaudit finds every type's arms, the critical ones included."""
+    from plaudit.bandit import workloads
+
+    sc = workloads.large(2000, reveal=workloads.REVEAL)
+    s = simulate(sc, "plaudit", 3000, seed=0).summary(750)
+    assert s["recall"] >= 0.98
+    assert s["critical_cheap_recall"] >= 0.9 and s["critical_expensive_recall"] >= 0.9
+    assert s["savings_percent"] > 5.0

@@ -14,7 +14,7 @@ import numpy as np
 from plaudit.bandit import config as cfgmod
 from plaudit.bandit import fold, policy, posteriors, projection
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
-from plaudit.bandit.detect import referenced_arms
+from plaudit.bandit.detect import inventory_index, referenced_arms
 from plaudit.bandit.projection import (
     ARMS_V1,
     CONFIG_V1,
@@ -324,7 +324,7 @@ class Bandit:
         ).hexdigest()
         self._ensure()
 
-        def write(w: Any) -> tuple[dict[str, int], bool, str]:
+        def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
             row = w.tx.fetchone(
                 "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
                 (run_id,),
@@ -354,6 +354,14 @@ class Bandit:
                 "error": error,
                 "input_digest": digest,
             }
+            if updates and cfg.learn_from_misses and (output_text or calls):
+                # registered arms the run left out but its output references: the agent
+                # fetched them, so the run needed them (a success; see docs/bandit.md)
+                missed = inventory_index(self._cache.registry.arms).referenced(
+                    output_text, calls
+                ) - set(included)
+                if missed:
+                    payload["missed"] = sorted(missed)
             oid = _observation_id(run_id)
             ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
             try:
@@ -367,25 +375,29 @@ class Bandit:
                 if stored is not None:
                     rewards = stored.payload["rewards"]
                     updates = stored.payload["updates"]
+                    payload["missed"] = stored.payload.get("missed", [])
             else:
                 meta = w.tx.fetchone(
                     "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
                     "FROM bandit_meta WHERE one = 1"
                 )
-                arm_ids = sorted(rewards)
+                # What the projection folds: the included arms' rewards and the misses (as
+                # successes), so the cache advances exactly as a reader's fold would.
+                folded = {**rewards, **dict.fromkeys(payload.get("missed", ()), 1)}
+                arm_ids = sorted(folded)
                 pending = fold.Pending(
                     int(meta[0]),
                     ev.ts_ms,
                     int(meta[1]),
                     context or None,
                     arm_ids,
-                    np.array([1.0 if rewards[a] else 0.0 for a in arm_ids]),
+                    np.array([1.0 if folded[a] else 0.0 for a in arm_ids]),
                 )
-                after.append((pending if updates and rewards else None, meta))
-            return rewards, bool(updates), res.status
+                after.append((pending if updates and folded else None, meta))
+            return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
         after: list[tuple[fold.Pending | None, Any]] = []
-        rewards, updates, status = self.p.log.run(write)
+        rewards, updates, status, missed = self.p.log.run(write)
         if after:
             # Committed: fold it into this process's cache now, if the cache is just before it
             # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.
@@ -397,6 +409,7 @@ class Bandit:
             referenced=[a for a, r in rewards.items() if r],
             updated=updates,
             status=status,
+            missed=missed,
         )
 
     # -- reading -----------------------------------------------------------------------

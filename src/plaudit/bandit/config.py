@@ -82,6 +82,9 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     half_life_days: float | None = None
     #: Whether a run observed with an error updates posteriors.
     update_on_error: bool = False
+    #: Whether a registered arm the run left out but its output referenced (the agent fetched
+    #: it) counts as a success: evidence that the run needed it.
+    learn_from_misses: bool = True
     #: k0: the strength of a context's prior when no other context has evidence, and of the
     #: prior on the spread between contexts (see `hierarchy.py`).
     context_pseudo_count: float = 2.0
@@ -222,7 +225,7 @@ def validate_changes(changes: Mapping[str, Any], *, replay: bool = False) -> dic
             out[key] = value
         elif key in ("half_life_runs", "half_life_days"):
             out[key] = None if value is None else float(_number(key, value, 1e-6, 1e12))
-        elif key == "update_on_error":
+        elif key in ("update_on_error", "learn_from_misses"):
             if type(value) is not bool:
                 raise ValidationError(key, f"must be true or false, got {value!r}")
             out[key] = value

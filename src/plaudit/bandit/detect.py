@@ -253,3 +253,109 @@ def referenced_arms(
             word = type_ == "skill"
             result[arm_id] = any(out.has(k, word=word) or calls.has(k, word=word) for k in keys)
     return result
+
+
+_WORD = re.compile(r"[A-Za-z0-9_]+")
+_PATHISH = re.compile(r"[A-Za-z0-9_.\-/\\]+")
+
+
+class InventoryIndex:
+    """Which arms of a whole inventory an output references, without a regex per arm.
+
+    `observe` uses it to find *misses*: needed arms that the run left out and the agent
+    fetched anyway (read the file, found the tool or the memory), which its output then
+    references. At 10,000 arms one regex per arm would cost tens of milliseconds per run;
+    here each rule is a lookup from what the output contains to the arms it could name,
+    confirmed by the arm's own rule (`is_referenced`), so the answer is the same.
+
+    Sections are left out: "always referenced when included" says nothing about a run that
+    did not include them. So is a skill whose category word names other registered skills
+    too: the word cannot say which of them the agent fetched (an output that says "dev" would
+    otherwise count as fetching every `skill:dev:*`)."""
+
+    def __init__(self, arms: Mapping[str, str | None]) -> None:
+        self.tools: dict[str, list[str]] = {}
+        self.skills: dict[str, list[str]] = {}
+        #: categories with '.' or '-', file names with other characters: matched by their regex
+        self.odd: list[tuple[str, str | None]] = []
+        self.files: dict[str, list[tuple[str, str | None]]] = {}
+        memories: list[tuple[str, str]] = []
+        for arm_id, content in arms.items():
+            type_, category, name = arm_id.split(":", 2)
+            if type_ == "tool":
+                self.tools.setdefault(name, []).append(arm_id)
+            elif type_ == "skill":
+                if _WORD.fullmatch(category):
+                    self.skills.setdefault(category.lower(), []).append(arm_id)
+                else:
+                    self.odd.append((arm_id, None))
+            elif type_ == "file":
+                path = (content or name).replace("\\", "/")
+                base = path.rsplit("/", 1)[-1].lower()
+                if _PATHISH.fullmatch(base):
+                    self.files.setdefault(base, []).append((arm_id, content))
+                else:
+                    self.odd.append((arm_id, content))
+            elif type_ == "memory" and content:
+                memories.append((arm_id, content))
+        self.memories = MemoryIndex(dict(memories)) if memories else None
+        per_category: dict[str, int] = {}
+        for arm_id in arms:
+            if arm_id.startswith("skill:"):
+                cat = arm_id.split(":", 2)[1].lower()
+                per_category[cat] = per_category.get(cat, 0) + 1
+        #: skills whose category word other registered skills share: never a miss
+        self.shared = {
+            a
+            for a in arms
+            if a.startswith("skill:") and per_category[a.split(":", 2)[1].lower()] > 1
+        }
+
+    def referenced(
+        self, text: str, tool_calls: Sequence[Mapping[str, Any]], among: set[str] | None = None
+    ) -> set[str]:
+        """The arms (of `among`, default all) that the output references, sections aside."""
+        names = tool_call_names(tool_calls)
+        calls_text = tool_call_text(tool_calls)
+        found: set[str] = set()
+        for n in names:
+            found.update(self.tools.get(n, ()))
+        both = text + "\n" + calls_text
+        if self.skills:
+            words = {w.lower() for w in _WORD.findall(both)}
+            for w in words & self.skills.keys():
+                if len(self.skills[w]) == 1:
+                    found.update(self.skills[w])
+        found.update(
+            a
+            for a, c in self.odd
+            if (a not in self.shared) and is_referenced(a, c, text, calls_text, names)
+        )
+        if self.files:
+            for token in {t.replace("\\", "/").rstrip(".") for t in _PATHISH.findall(both)}:
+                for arm_id, content in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
+                    if arm_id not in found and is_referenced(
+                        arm_id, content, text, calls_text, names
+                    ):
+                        found.add(arm_id)
+        if self.memories is not None:
+            found |= self.memories.referenced(text)
+        return found if among is None else found & among
+
+
+#: recent registries' indexes, newest last: (registry mapping, its index); a process may hold
+#: several stores, and rebuilding on every switch cost 0.5 s at 10,000 arms
+_INVENTORY: list[tuple[Mapping[str, Any], InventoryIndex]] = []
+_INVENTORY_KEEP = 8
+
+
+def inventory_index(arms: Mapping[str, Any]) -> InventoryIndex:
+    """The index of a registry's arms ({id: Arm or content}), built once per registry object
+    (the store replaces it whenever arms are registered)."""
+    for held, index in _INVENTORY:
+        if held is arms:
+            return index
+    index = InventoryIndex({a: getattr(v, "content", v) for a, v in arms.items()})
+    _INVENTORY.append((arms, index))
+    del _INVENTORY[:-_INVENTORY_KEEP]
+    return index

@@ -137,6 +137,21 @@ class _Prepared:
         }
 
 
+def since_change(
+    labels: Sequence[Any], index: Sequence[int], changed_at: Mapping[Any, int]
+) -> np.ndarray:
+    """Which runs to evaluate: in each context, those from its latest detected change on.
+
+    A need model fitted on every run describes the regime after the last change (the change
+    detectors reset an arm's evidence when they alarm), so runs before it would be judged by
+    needs they did not have: a file that became central at run 1,000 would count as needed,
+    and missed, in the runs before. The estimate then describes the current regime, which is
+    what a candidate would run in. `index` is each run's observation index (1 = the first)."""
+    return np.array(
+        [i >= changed_at.get(c, 0) for c, i in zip(labels, index, strict=True)], dtype=bool
+    )
+
+
 def estimate(
     runs: Sequence[LoggedRun],
     pi: Mapping[Any, np.ndarray],
@@ -261,6 +276,8 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     world = MemoryLearner(ids, kinds, cfg)  # the need model: every observed run
     for i, ev in enumerate(observations):
         rewards = ev.payload["rewards"]
+        if ev.payload.get("missed"):  # as the projection learns them
+            rewards = {**rewards, **dict.fromkeys(ev.payload["missed"], 1)}
         idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
         r = np.array([rewards[a] for a in rewards if a in pos], dtype=np.float64)
         label = ev.payload.get("context") or None
@@ -274,13 +291,18 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     model_ab: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
     logged: list[LoggedRun] = []
     t = tokens.astype(np.int64)
-    for ev in observations[half:]:
+    for j, ev in enumerate(observations[half:], start=half + 1):
         run = runs[ev.payload["run_id"]]
         if run.get("is_baseline") and run["inventory_tokens"] > run["budget"]:
             continue  # a random-order fill of a binding budget has no exact propensity
+        label = ev.payload.get("context") or None
+        if j < world.changed_at.get(label, 0):
+            continue  # before the context's latest detected change (`since_change`)
         key = (run.get("context"), run["budget"])
         if key not in pi:
             a, b = world.posterior(key[0] or None)
+            low = policy.plan(world.policy_input(key[0] or None, t, protected, key[1], cfg))
+            a, b = world.background_model(key[0] or None, low.propensities < SWITCH, a, b)
             model[key] = a / (a + b)
             model_ab[key] = (a, b)
             for c, target in ((candidate, pi), (cfg, current)):
@@ -292,6 +314,11 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
         y = np.array([rewards.get(ids[i], 0) for i in idx], dtype=np.int64)
         prop = np.array([p for _, p in inc], dtype=np.float64)
         logged.append(LoggedRun(key, idx, y, prop, int(run["inventory_tokens"])))
+    if not logged:
+        raise ValueError(
+            "no observed run in the evaluated half since the latest detected change: "
+            "evaluation needs more runs in the current regime"
+        )
     toks = {k: tokens for k in pi}
     miss = candidate.miss_cost(int(tokens.sum()), max(k[1] for k in pi))
     return {

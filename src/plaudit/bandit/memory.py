@@ -36,6 +36,8 @@ class MemoryLearner:
         self.moved_from = np.full(n, -1.0)
         self.moved_until = np.zeros(n)
         self.index = 0
+        #: per scope label: the observation index of its latest detected change (any arm)
+        self.changed_at: dict[Any, int] = {}
 
     @property
     def n(self) -> int:
@@ -77,6 +79,9 @@ class MemoryLearner:
             decay_context=1.0 if ctx is None else self._decay(ctx, idx),
             decay_global=self._decay(0, idx),
         )
+        if res.ctx is not None and c is not None and (res.ctx["pw"] < c["pw"]).any():
+            # a detector alarmed: the arm's evidence was reset and its prior weight scaled down
+            self.changed_at[label] = self.index
         for row, new in ((0, res.glob), (ctx, res.ctx)):
             if row is None or new is None:
                 continue
@@ -139,6 +144,7 @@ class MemoryLearner:
             budget,
             contextual=label is not None,
             global_pulls=self.pulls[0],
+            global_successes=self.st["s"][0],
             scope=scope,
             scope_obs=float(self.scope_obs[row]),
             restarting=bool(self.scope_obs[row] < self.boost_until[row]),
@@ -168,3 +174,28 @@ class MemoryLearner:
                 self.cfg.context_pseudo_count,
             )
         return strength * m + s, strength * (1.0 - m) + f
+
+    def background_model(
+        self, label: Any, pooled: np.ndarray, alpha: np.ndarray, beta: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The need model off-policy evaluation uses in scope `label`: (alpha, beta) as given,
+        except that the arms in `pooled` (those the log observes only at the exploration floor)
+        all get the scope's *pooled* need rate r0 = their successes / their observations here,
+        as a Beta worth one such arm's share of the observations.
+
+        The doubly robust estimate leaves exactly these arms' needs to the model, and summed
+        over them only the pool's average rate matters, which the pooled rate estimates without
+        bias. The selection posterior does not: it centres an arm's prior on what the *other*
+        task types need it for, so an arm that is one type's everyday tool looks needed in
+        all of them, and summed over many arms that predicted a third too many misses. Each
+        arm's Beta, drawn independently in the bootstrap, then gives the sum the spread of
+        the pooled rate itself."""
+        row = 0 if label is None else self._row(label)
+        s, f = self._aged(row)
+        k = int(pooled.sum())
+        n = float((s + f)[pooled].sum())
+        if k == 0 or n <= 0:
+            return alpha, beta
+        r0 = (float(s[pooled].sum()) + 0.5) / (n + 1.0)
+        w = max(n / k, 1.0)
+        return np.where(pooled, w * r0, alpha), np.where(pooled, w * (1.0 - r0), beta)

@@ -76,6 +76,8 @@ class PolicyInput:
     proof_level: float = 0.02
     #: a per-arm lower bound on the exploration probability (re-exploration after a change)
     explore_min: FloatArr | None = None
+    #: arms no run in any scope has referenced: nothing but the configured prior speaks for them
+    unseen: BoolArr | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,13 @@ def plan(inp: PolicyInput) -> Plan:
     # With a binding budget an arm cannot wait in the core for its own runs to rule it out:
     # the search for arms that matter (`discovery`) takes their place in the exploration slots.
     keep = kept(inp, proof=not binding)
+    if binding and inp.unseen is not None:
+        # Under a binding budget an arm that no run has ever referenced would hold a core place
+        # on the configured prior's word alone (a curated arm's prior mean is 0.75, and a few
+        # misses do not bring a cheap arm below its bar), and at thousands of arms those
+        # guesses fill the core. They compete in the search instead (`discovery`), until a
+        # run references them.
+        keep = keep & ~inp.unseen
     want = inp.protected | fresh | keep
     want_tokens = int(tokens[want].sum())
     # When the inventory overflows the budget, `explore_share` of it is kept for exploration.
@@ -319,6 +328,7 @@ def from_config(
     proof_s: FloatArr | None = None,
     proof_f: FloatArr | None = None,
     explore_min: FloatArr | None = None,
+    unseen: BoolArr | None = None,
 ) -> PolicyInput:
     """The policy input for one run under `cfg` (the miss cost depends on the inventory)."""
     miss = cfg.miss_cost(int(tokens.sum()), budget)
@@ -341,6 +351,7 @@ def from_config(
         proof_bar=cfg.proof_bar,
         proof_level=cfg.proof_level,
         explore_min=explore_min,
+        unseen=unseen,
     )
 
 
@@ -355,6 +366,7 @@ def for_scope(
     contextual: bool,
     global_pulls: FloatArr,
     scope: dict[str, FloatArr],
+    global_successes: FloatArr | None = None,
     scope_obs: float,
     restarting: bool,
     moved_from: FloatArr,
@@ -383,4 +395,5 @@ def for_scope(
         explore_min=exploration_minimum(
             cfg, restarting, moved_from, moved_until, scope["drop_at"], index
         ),
+        unseen=None if global_successes is None else global_successes <= 0,
     )

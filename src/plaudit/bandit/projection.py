@@ -84,6 +84,8 @@ class _ObservationPayload(msgspec.Struct):
     run_id: str
     rewards: dict[str, Literal[0, 1]]
     updates: bool = False
+    #: excluded arms the output referenced: successes, like included referenced arms
+    missed: list[str] = msgspec.field(default_factory=list)
     context: str | None = None
     usage_tokens: int | None = None
     duration_ms: float | None = None
@@ -284,7 +286,8 @@ class BanditProjection:
 
     def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
         p = _decode(ev, _ObservationPayload)
-        rewards = p.rewards
+        # Misses (arms the run left out that its output references) fold as successes.
+        rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
         row = tx.fetchone("SELECT obs_index, last_ts, pending FROM bandit_meta WHERE one = 1")
         assert row is not None
         index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)

@@ -33,6 +33,9 @@ class Observation(msgspec.Struct, kw_only=True):
     referenced: list[str]
     updated: bool
     status: str  # "appended", or "present" when the same observation was already recorded
+    #: registered arms the run left out that the output referenced all the same (the agent
+    #: fetched them): learned from as successes when `learn_from_misses` is on
+    missed: list[str] = msgspec.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)

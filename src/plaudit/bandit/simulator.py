@@ -4,7 +4,10 @@ A scenario is an inventory of arms with token costs, several task types, and a h
 probability that each arm is *needed* by a task of each type. Some arms are needed often in one
 task type, some are rarely needed but critical, some are dead weight, sections are always
 needed, and at `drift_at` some needs move (a tool changes task type, a dead file comes alive).
-The simulated model references an included arm exactly when the task needs it.
+The simulated model references an included arm exactly when the task needs it. A needed arm
+that was left out is a miss; with `Scenario.reveal` > 0 the agent fetches it anyway with that
+probability (reads the file, searches for the tool or the memory) and the output references it:
+a *revealed miss*, which a learner may learn from like the real `observe` does.
 
 Strategies run in memory (fast, for benchmarks) through the same `policy` module the library
 uses; `run_store` drives a real store through `Plaudit.bandit` with synthetic output text and
@@ -46,6 +49,25 @@ class Scenario:
     name: str = "default"
     #: probability of each task type (None: uniform)
     task_probs: np.ndarray | None = None
+    #: probability that a needed arm the run left out is fetched by the agent anyway, so that
+    #: its output references it (a revealed miss); 0: a left-out arm is never seen
+    reveal: float = 0.0
+
+    @property
+    def revealable(self) -> np.ndarray:
+        """Arms whose fetch `observe` can tell apart: not sections, and not a skill whose
+        category word other skills share (see `detect.InventoryIndex`)."""
+        cats = [i.split(":", 2)[1].lower() if i.startswith("skill:") else None for i in self.ids]
+        count: dict[str, int] = {}
+        for c in cats:
+            if c is not None:
+                count[c] = count.get(c, 0) + 1
+        return np.array(
+            [
+                not i.startswith("section:") and (c is None or count[c] == 1)
+                for i, c in zip(self.ids, cats, strict=True)
+            ]
+        )
 
     @property
     def n(self) -> int:
@@ -260,7 +282,9 @@ class Learner(Protocol):
 
     def choose(self, run: int, task: int) -> np.ndarray: ...
 
-    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None: ...
+    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
+        """`referenced` may hold excluded arms too: revealed misses (see `Scenario.reveal`)."""
+        ...
 
 
 class PlauditPolicy:
@@ -303,7 +327,10 @@ class PlauditPolicy:
     def learn(
         self, run: int, task: int | None, included: np.ndarray, referenced: np.ndarray
     ) -> None:
-        idx = np.flatnonzero(included)
+        # A revealed miss is evidence the run needed the arm, exactly as `observe` treats a
+        # reference to an excluded arm: a success in its scopes.
+        seen = included | referenced if self.cfg.learn_from_misses else included
+        idx = np.flatnonzero(seen)
         self.memory.learn(task, idx, referenced[idx].astype(np.float64))
 
 
@@ -379,6 +406,8 @@ def simulate(
     type from the learner (one global posterior), for ablation."""
     world = np.random.default_rng(seed)
     agent = np.random.default_rng(seed + 1_000_003)
+    # its own stream, so that every strategy meets the same needs whatever it reveals
+    fetch = np.random.default_rng(seed + 2_000_003)
     roles = np.array(sc.roles)
     rare = np.isin(roles, ("rare-critical", "critical-cheap", "critical-expensive"))
     cheap, dear = roles == "critical-cheap", roles == "critical-expensive"
@@ -416,7 +445,7 @@ def simulate(
             if timed:
                 m.select_ns.append(time.perf_counter_ns() - t0)
             is_base = bool(getattr(learner, "last_baseline", False))
-            learner.learn(run, label, included, needed & included)
+            learner.learn(run, label, included, referenced_by(sc, fetch, needed, included))
         m.tokens.append(int(sc.tokens[included].sum()))
         m.oracle_tokens.append(int(sc.tokens[needed].sum()))
         m.full_tokens.append(full_tokens)
@@ -433,6 +462,18 @@ def simulate(
         for i in tracked:
             m.tracked[sc.ids[i]].append(bool(included[i]))
     return m
+
+
+def referenced_by(
+    sc: Scenario, fetch: np.random.Generator, needed: np.ndarray, included: np.ndarray
+) -> np.ndarray:
+    """What the run's output references: the needed arms it was given, and each needed arm it
+    was not given with probability `sc.reveal` (the agent fetched it; it is still a miss),
+    if `observe` could tell that fetch apart (`Scenario.revealable`)."""
+    seen = needed & included
+    if sc.reveal > 0:
+        seen |= needed & ~included & sc.revealable & (fetch.random(sc.n) < sc.reveal)
+    return seen
 
 
 def counterfactual_tokens(sc: Scenario, fills: int = 64) -> int:
@@ -589,3 +630,39 @@ def run_store(
         m.rare_needed.append(int((needed & rare).sum()))
         m.rare_hit.append(int((needed & included & rare).sum()))
     return m
+
+
+def evaluation_check(
+    sc: Scenario,
+    candidate: BanditConfig,
+    runs: int,
+    *,
+    seed: int = 0,
+    resamples: int = 300,
+    all_runs: bool = False,
+) -> tuple[dict[str, Any], float]:
+    """Off-policy evaluation against the hidden truth, as `plaudit bandit evaluate` does it:
+    plaudit logs `runs` runs; `candidate` is planned on the posteriors frozen halfway and
+    estimated on the second half (from each context's latest detected change on, unless
+    `all_runs`), with the need model `evaluate.from_log` uses. Returns the estimates and the
+    truth: the candidate's realised recall on the same runs, from the needs the world hid."""
+    from plaudit.bandit.evaluate import SWITCH, estimate, since_change
+
+    split = runs // 2
+    learner, logged, needs, final = logged_runs(sc, runs, seed=seed, split=split)
+    tasks = range(len(sc.task_types))
+    pi = {t: learner.candidate(candidate, t) for t in tasks}
+    model, model_ab = {}, {}
+    for t in tasks:
+        low = final.candidate(final.cfg, t) < SWITCH
+        a, b = final.memory.background_model(t, low, *final.posterior(t))
+        model[t], model_ab[t] = a / (a + b), (a, b)
+    if not all_runs:
+        index = range(split + 1, split + 1 + len(logged))
+        keep = since_change([r.context for r in logged], index, final.memory.changed_at)
+        logged, needs = [r for r, k in zip(logged, keep, strict=True) if k], needs[keep]
+    toks = {t: sc.tokens.astype(float) for t in tasks}
+    res = estimate(logged, pi, model, toks, resamples=resamples, seed=seed, model_ab=model_ab)
+    ctx = np.array([r.context for r in logged])
+    truth = float((np.stack([pi[t] for t in ctx]) * needs).sum() / needs.sum())
+    return res, truth

@@ -202,13 +202,22 @@ def sparse(seed: int = 15, types: int = 60, families: int = 6, noise: float = 0.
 
 
 def large(
-    n: int, seed: int = 16, types: int = 8, per_type: int = 15, budget: int = 30000
+    n: int,
+    seed: int = 16,
+    types: int = 8,
+    per_type: int = 15,
+    budget: int = 30000,
+    reveal: float = 0.0,
 ) -> Scenario:
     """`n` arms, `types` task types, and a budget far below the inventory. Each type needs
     `per_type` arms of its own (each in 30% to 90% of its runs); five generic arms serve every
     type; the critical arms are as in `critical`; the rest is dead weight. Discovering a type's
     arms means trying arms in that type's runs, so the runs per type bound what any learner can
-    find: with 8 types, each sees about 375 of 3,000 runs."""
+    find: with 8 types, each sees about 375 of 3,000 runs.
+
+    `reveal` is the chance that the agent fetches a needed arm it was not given (reads the
+    file, finds the tool or the memory by search), so that its output references it: a miss
+    the learner sees. With 0, a left-out arm is seen only when exploration includes it."""
     b = _Builder(seed, types)
     rng = b.rng
     b.sections()
@@ -220,6 +229,9 @@ def large(
             need = np.zeros(types)
             need[t] = rng.uniform(0.3, 0.9)
             kind = kinds[j % 4]
+            if kind == "skill":  # a skill's own category: an agent names a skill by it
+                b.add(f"skill:t{t}-{j}:main", "common", need)
+                continue
             name = f"t{t}-{j}" if kind != "file" else f"t{t}/m{j}.py"
             b.add(f"{kind}:c{t}:{name}", "common", need)
     _critical(b)
@@ -229,7 +241,15 @@ def large(
         name = f"x{i}" if kind != "file" else f"junk/f{i}.py"
         b.add(f"{kind}:dead:{name}", "dead", np.zeros(types))
         i += 1
-    return b.build(f"{n:,} arms, budget binding", tuple(f"type{t}" for t in range(types)), budget)
+    name = f"{n:,} arms, budget binding" + (", misses fetched" if reveal else "")
+    sc = b.build(name, tuple(f"type{t}" for t in range(types)), budget)
+    sc.reveal = reveal
+    return sc
+
+
+#: the share of misses the agent fetches in the suite's "misses fetched" workloads: a modest
+#: guess (one in four), well below what an agent with file and tool search would fetch
+REVEAL = 0.25
 
 
 #: name -> (builder, runs, summary window): the suite the benchmark and the tests run.
@@ -242,4 +262,6 @@ SUITE: dict[str, tuple[Callable[[], Scenario], int]] = {
     "sparse task types": (sparse, 1800),
     "2,000 arms, budget binding": (lambda: large(2000), 3000),
     "10,000 arms, budget binding": (lambda: large(10_000), 3000),
+    "2,000 arms, budget binding, misses fetched": (lambda: large(2000, reveal=REVEAL), 3000),
+    "10,000 arms, budget binding, misses fetched": (lambda: large(10_000, reveal=REVEAL), 3000),
 }
