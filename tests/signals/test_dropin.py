@@ -85,15 +85,71 @@ def test_cr_only_file_over_8_mib_reads_as_lines(tmp_path: Path) -> None:
         ).read_bytes()
 
 
-@pytest.mark.parametrize("command", ["export", "audit"])
-def test_missing_store_exits_2_naming_it(tmp_path: Path, command: str) -> None:
-    missing = tmp_path / "typo-prod.db"
-    extra = ["--output-dir", str(tmp_path / "out")] if command == "export" else []
-    r = run_plaudit("signal", command, "--db", str(missing), *extra)
+@pytest.mark.parametrize("command", ["export", "audit", "evaluate"])
+@pytest.mark.parametrize("how", ["--db", "default store", "PLAUDIT_DB"])
+def test_missing_store_exits_2_naming_it(tmp_path: Path, command: str, how: str) -> None:
+    """Every signal subcommand that reads a store (emit alone writes, so it may create one)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    extra = {
+        "export": ["--output-dir", str(tmp_path / "out")],
+        "audit": [],
+        "evaluate": ["--policy", str(tmp_path / "policy.json")],
+    }[command]
+    (tmp_path / "policy.json").write_text('{"default": {"a": 1.0}}')
+    env = {"PLAUDIT_DB": ""}
+    if how == "--db":
+        missing = tmp_path / "typo-prod.db"
+        extra += ["--db", str(missing)]
+    elif how == "PLAUDIT_DB":
+        missing = tmp_path / "env.db"
+        env["PLAUDIT_DB"] = str(missing)
+    else:
+        missing = cwd / ".plaudit" / "plaudit.db"
+    r = run_plaudit("signal", command, *extra, env=env, cwd=cwd)
     assert r.returncode == 2, r.stderr
-    assert str(missing) in r.stderr and "no plaudit store" in r.stderr
+    assert "no plaudit store" in r.stderr
+    assert str(missing) in r.stderr or (how == "default store" and ".plaudit" in r.stderr)
     assert "Traceback" not in r.stderr
     assert not missing.exists() and not (tmp_path / "out").exists()
+    assert not (cwd / ".plaudit").exists()
+
+
+def test_reuse_from_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    with Plaudit.open(db) as p:
+        for i in range(6):
+            p.signals.decision(f"d{i}", "a", 0.5, "i", session_id=f"s{i}", ts_ms=T0 + i * HOUR)
+            p.signals.outcome(f"d{i}", "success", "a", 5, ts_ms=T0 + i * HOUR + 1)
+    age = ["--max-age-hours", str(BIG_AGE)]
+    first = tmp_path / "first"
+    r = run_plaudit("signal", "export", "--db", str(db), "--output-dir", str(first), *age)
+    assert r.returncode == 0, r.stderr
+    with Plaudit.open(db) as p:
+        p.signals.decision("late", "b", 0.5, "i", session_id="x", ts_ms=T0 + 9 * HOUR)
+    second = tmp_path / "second"
+    r = run_plaudit(
+        "signal", "export", "--db", str(db), "--output-dir", str(second), *age,
+        "--reuse-from", str(first),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"reused 6 unchanged hours of rows from {first}" in r.stdout
+    summary = json.loads((second / "summary.json").read_text())
+    assert summary["counts"]["decisions"] == 7
+    for bad, message in (
+        (tmp_path / "nowhere", "is not a directory"),
+        (db, "is not a directory"),
+    ):
+        r = run_plaudit(
+            "signal", "export", "--db", str(db), "--output-dir", str(tmp_path / "c"),
+            "--reuse-from", str(bad),
+        )  # fmt: skip
+        assert r.returncode == 2 and message in r.stderr and str(bad) in r.stderr, r.stderr
+    r = run_plaudit(
+        "signal", "export", "--seq-mem", str(tmp_path / "sm.jsonl"), "--reuse-from", str(first)
+    )
+    assert r.returncode == 2 and "--reuse-from" in r.stderr and "--seq-mem" in r.stderr
+    assert not (tmp_path / "c").exists()
 
 
 def test_split_percentages_must_leave_train_rows(seq_mem_file: Path, tmp_path: Path) -> None:
