@@ -9,7 +9,10 @@ package). Reports the median and p90 of --runs calls per variant. `--baseline-sr
 this tree and another one (say, the previous commit's `src`), both run the same way, to
 measure a change's effect in one sitting. `--serve` adds the same call on a store a running
 `plaudit serve` holds, which takes the event over its local socket
-(`plaudit.signals.handoff`; needs the server extra).
+(`plaudit.signals.handoff`; needs the server extra). `--breakdown` adds child processes
+that stop part of the way (the interpreter alone, the hook's own imports, msgspec, the
+store's imports, opening the store), interleaved with the rest, so the differences of their
+medians say where a direct emit's time goes.
 """
 
 from __future__ import annotations
@@ -48,6 +51,31 @@ def from_src(src: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+#: The stages of a direct emit, each a process that stops there: what the hook imports (as
+#: `plaudit.cli.main` does, before click), then msgspec as the store imports it, then the
+#: store (`plaudit.core`), then opening (and closing) the store the full emit writes to.
+_STAGES = (
+    ("the interpreter alone (`python -c pass`)", ""),
+    (
+        "+ the hook's own imports (argparse, the contract, seq_mem file)",
+        "import plaudit.cli.emit as e, plaudit.signals.emit, plaudit.signals.handoff,"
+        " plaudit.config; e.build_parser()",
+    ),
+    ("+ msgspec", "e.import_without('msgspec', 'typing_extensions')"),
+    ("+ the store's imports (`plaudit.core`)", "P = e._import_plaudit()"),
+    ("+ opening and closing the store", "P.open({db!r}).close()"),
+)
+
+
+def breakdown(db: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    code = ""
+    for name, step in _STAGES:
+        code = "; ".join(x for x in (code, step.format(db=db)) if x)
+        out[f"stage: {name}"] = code or "pass"
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=30)
@@ -61,6 +89,11 @@ def main() -> int:
         "--serve",
         action="store_true",
         help="also time the call while `plaudit serve` runs on its store (the local handoff)",
+    )
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time processes that stop part of the way through a direct emit",
     )
     args = ap.parse_args()
 
@@ -83,6 +116,9 @@ def main() -> int:
                 *from_src(s), "--db", str(work / f"{t}.db"), "signal", "emit",
                 "--seq-mem", str(work / f"{t}.jsonl"), *decision_args(i),
             ]  # fmt: skip
+    if args.breakdown:
+        for name, code in breakdown(str(work / "p.db")).items():
+            variants[name] = lambda i, c=code: [sys.executable, "-c", c]
     server = None
     if args.serve:
         served = work / "served.db"
