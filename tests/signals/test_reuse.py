@@ -225,10 +225,11 @@ def test_reuse_from_copies_into_a_new_directory_and_leaves_the_old_one_alone(
     export(plaudit=pl, output_dir=scratch, now_ms=NOW, max_age_hours=100_000, use_projection=False)
     assert _files(second) == _files(scratch)
     assert _snapshot(first) == before  # read, never written
-    # The new directory is an export of its own: the next one can copy from it, or into it.
+    # The new directory is an export of its own: the next one can copy from it, or into it
+    # (here through the public API).
     _emit(pl, 102, hour=10)
     third = tmp_path / "third"
-    export(plaudit=pl, output_dir=third, now_ms=NOW, max_age_hours=100_000, reuse_from=second)
+    pl.signals.export(third, now_ms=NOW, max_age_hours=100_000, reuse_from=second)
     assert copies[-1] == 7  # everything but the new hour 10
     assert _files(third) == _files(_check(pl, second, tmp_path / "full") and second)
     assert copies[-1] == 7
