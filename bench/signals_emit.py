@@ -67,13 +67,35 @@ _STAGES = (
 )
 
 
-def breakdown(db: str) -> dict[str, str]:
+#: A floor for any emit that writes SQLite itself: the hook's imports, then one row of a
+#: router event's size inserted into a scratch database (not a plaudit store) in WAL mode,
+#: committed with `synchronous=FULL`. No hash chain, no projection, no msgspec.
+_FLOOR = (
+    "import sqlite3, os; c = sqlite3.connect({db!r}, isolation_level=None);"
+    " c.execute('PRAGMA journal_mode=WAL'); c.execute('PRAGMA synchronous=FULL');"
+    " c.execute('CREATE TABLE IF NOT EXISTS t (id TEXT PRIMARY KEY, body TEXT)');"
+    " c.execute('BEGIN IMMEDIATE');"
+    " c.execute('INSERT INTO t VALUES (?, ?)', (os.urandom(16).hex(), 'x' * 600));"
+    " c.execute('COMMIT'); c.close()"
+)
+
+
+def breakdown(db: str, floor_db: str) -> dict[str, str]:
     out: dict[str, str] = {}
     code = ""
     for name, step in _STAGES:
         code = "; ".join(x for x in (code, step.format(db=db)) if x)
         out[f"stage: {name}"] = code or "pass"
+    hook = _STAGES[1][1]
+    out["floor: the hook's imports + one fsynced SQLite insert (no store)"] = (
+        f"{hook}; {_FLOOR.format(db=floor_db)}"
+    )
     return out
+
+
+#: The direct emit when the log's time-based checkpoint is due: every call signs one, as
+#: every call of a hook that fires more than a minute apart does with the default settings.
+DUE = "plaudit (log + seq_mem), a signed checkpoint due"
 
 
 def main() -> int:
@@ -89,6 +111,12 @@ def main() -> int:
         "--serve",
         action="store_true",
         help="also time the call while `plaudit serve` runs on its store (the local handoff)",
+    )
+    ap.add_argument(
+        "--checkpoint-due",
+        action="store_true",
+        help="also time the direct emit when a signed checkpoint is due (as for a hook firing"
+        " more than $PLAUDIT_CHECKPOINT_SECONDS, default 60, after the last one)",
     )
     ap.add_argument(
         "--breakdown",
@@ -116,8 +144,13 @@ def main() -> int:
                 *from_src(s), "--db", str(work / f"{t}.db"), "signal", "emit",
                 "--seq-mem", str(work / f"{t}.jsonl"), *decision_args(i),
             ]  # fmt: skip
+    if args.checkpoint_due:
+        variants[DUE] = lambda i: [
+            *cli, "--db", str(work / "due.db"), "signal", "emit", "--seq-mem",
+            str(work / "due.jsonl"), *decision_args(i),
+        ]  # fmt: skip
     if args.breakdown:
-        for name, code in breakdown(str(work / "p.db")).items():
+        for name, code in breakdown(str(work / "p.db"), str(work / "floor.db")).items():
             variants[name] = lambda i, c=code: [sys.executable, "-c", c]
     server = None
     if args.serve:
@@ -155,11 +188,12 @@ def measure(variants: dict, runs: int) -> int:
     # As installed for a hook: bytecode cached. The warm-up call writes it (even where the
     # environment says not to) and warms the page cache.
     env = {"PYTHONDONTWRITEBYTECODE": ""}
+    due = {**env, "PLAUDIT_CHECKPOINT_SECONDS": "0.001"}
     for name, make in variants.items():
-        run_measured(make(-1 - len(times[name])), env=env)
+        run_measured(make(-1 - len(times[name])), env=due if name == DUE else env)
     for i in range(runs):
         for name, make in variants.items():  # interleaved
-            wall, _, rc, cpu_s = run_measured(make(i), env=env)
+            wall, _, rc, cpu_s = run_measured(make(i), env=due if name == DUE else env)
             if rc != 0:
                 print(f"{name} failed with exit status {rc}", file=sys.stderr)
                 return 1
