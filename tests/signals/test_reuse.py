@@ -281,6 +281,12 @@ def test_reuse_from_with_other_options_builds_every_row(pl: Plaudit, tmp_path: P
     )
     assert summary["input"]["reuse"] == {"from": str(first), "copied_hours": 0, "built_hours": None}
     assert summary["counts"]["joined_rows"] == 6
+    # A window that leaves events out writes its rows without the hourly index, too.
+    summary = export(
+        plaudit=pl, output_dir=tmp_path / "c", now_ms=NOW, max_age_hours=997, reuse_from=first
+    )
+    assert summary["input"]["reuse"] == {"from": str(first), "copied_hours": 0, "built_hours": None}
+    assert summary["counts"]["joined_rows"] == 3
 
 
 def test_reuse_from_bad_input_is_named(pl: Plaudit, tmp_path: Path) -> None:

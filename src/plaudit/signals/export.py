@@ -563,10 +563,11 @@ def _export(
             }
             if reuse_dir is not None:
                 by_hour = outputs.by_hour if outputs is not None else None
+                hourly = by_hour is not None and by_hour.opened  # else every row was built
                 summary["input"]["reuse"] = {
                     "from": str(reuse_dir),
-                    "copied_hours": 0 if by_hour is None else by_hour.copied_hours,
-                    "built_hours": None if by_hour is None else by_hour.built_hours,
+                    "copied_hours": by_hour.copied_hours if hourly else 0,
+                    "built_hours": by_hour.built_hours if hourly else None,
                 }
             summary = _ordered(summary)
             if outputs is not None:
