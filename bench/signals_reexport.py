@@ -13,7 +13,9 @@ are medians of wall time and CPU time (user + system, from `wait4`) per exporter
 
 plaudit exports into the same directory every time, so it copies the hours whose rows did not
 change from its previous files (`plaudit.signals.reuse`); `--new-dir` exports into a new
-directory each run instead, which builds every row from the projection.
+directory each run instead, which builds every row from the projection, and `--new-dir
+--reuse` exports into a new directory each run with `--reuse-from` the previous run's
+directory (which it only reads).
 """
 
 from __future__ import annotations
@@ -60,7 +62,14 @@ def main() -> int:
     ap.add_argument(
         "--new-dir", action="store_true", help="plaudit exports into a new directory each run"
     )
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --new-dir: pass --reuse-from the previous run's output directory",
+    )
     args = ap.parse_args()
+    if args.reuse and not args.new_dir:
+        ap.error("--reuse goes with --new-dir")
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="plaudit-bench-reexport-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -94,8 +103,14 @@ def main() -> int:
     all_same = True
     for run in range(args.runs):
         if args.new_dir:
+            previous = plaudit[plaudit.index("--output-dir") + 1]
             out = work / f"out_plaudit_{run}"
             plaudit[plaudit.index("--output-dir") + 1] = str(out)
+            if args.reuse:
+                if "--reuse-from" in plaudit:
+                    plaudit[plaudit.index("--reuse-from") + 1] = previous
+                else:
+                    plaudit += ["--reuse-from", previous]
         batch = []
         for row in more_rows(max(1, args.decisions // 100), run, seed=1000):
             batch.append(row)

@@ -22,9 +22,22 @@ from .test_export import T0, dec, out
 HOUR = 3_600_000
 
 
-def _ids(tmp_path: Path, rows: list[Any]) -> tuple[dict[str, Any], list[str]]:
+@pytest.fixture(params=["file", "log"])
+def source(request: pytest.FixtureRequest) -> str:
+    """Where the export reads: the seq_mem file, or the log (its `signals` projection)."""
+    return request.param
+
+
+def _ids(tmp_path: Path, rows: list[Any], source: str = "file") -> tuple[dict[str, Any], list[str]]:
     src = write_rows(tmp_path / "in.jsonl", rows)
-    summary = export(seq_mem=src, output_dir=tmp_path / "out", max_age_hours=BIG_AGE)
+    if source == "file":
+        summary = export(seq_mem=src, output_dir=tmp_path / "out", max_age_hours=BIG_AGE)
+    else:
+        from plaudit.seqmem import import_file
+
+        with Plaudit.open(tmp_path / "p.db") as p:
+            import_file(p.log, src)
+            summary = export(plaudit=p, output_dir=tmp_path / "out", max_age_hours=BIG_AGE)
     got = []
     for split in ("train", "val", "test"):
         got += [
@@ -33,28 +46,28 @@ def _ids(tmp_path: Path, rows: list[Any]) -> tuple[dict[str, Any], list[str]]:
     return summary, sorted(r["id"] for r in got)
 
 
-def test_three_decisions_made_a_day_apart_are_all_kept(tmp_path: Path) -> None:
+def test_three_decisions_made_a_day_apart_are_all_kept(tmp_path: Path, source: str) -> None:
     same = {"user_intent": "run the tests", "context": {"ci": "red"}}
     rows = []
     for i in range(3):
         rows += [dec(f"day{i}", ts=T0 + i * 24 * HOUR, **same), out(f"day{i}", ts=T0 + 1)]
-    summary, ids = _ids(tmp_path, rows)
+    summary, ids = _ids(tmp_path, rows, source)
     assert ids == ["day0", "day1", "day2"]
     assert summary["counts"]["dropped_duplicate_rows"] == 0
 
 
-def test_ten_twins_made_hours_apart_are_all_kept(tmp_path: Path) -> None:
+def test_ten_twins_made_hours_apart_are_all_kept(tmp_path: Path, source: str) -> None:
     same = {"user_intent": "why is CI red", "context": {"files": 2}}
     rows = []
     for i in range(10):
         ts = T0 + (10 + i % 6) * HOUR + i  # 10 to 15 hours after the first
         rows += [dec(f"twin{i}", ts=ts, **same), out(f"twin{i}", time_to_resolution_ms=7)]
-    summary, ids = _ids(tmp_path, rows)
+    summary, ids = _ids(tmp_path, rows, source)
     assert len(ids) == 10
     assert summary["counts"]["dropped_duplicate_rows"] == 0
 
 
-def test_identical_rewrite_and_retry_are_dropped(tmp_path: Path) -> None:
+def test_identical_rewrite_and_retry_are_dropped(tmp_path: Path, source: str) -> None:
     same = {"user_intent": "ship it"}
     rows = [
         dec("a", ts=T0, **same), out("a"),
@@ -62,10 +75,13 @@ def test_identical_rewrite_and_retry_are_dropped(tmp_path: Path) -> None:
         dec("b", ts=T0, **same), out("b"),  # a re-write under a new id, same millisecond
         dec("c", ts=T0 + 1, **same), out("c"),  # one millisecond later: a decision of its own
     ]  # fmt: skip
-    summary, ids = _ids(tmp_path, rows)
+    summary, ids = _ids(tmp_path, rows, source)
     assert ids == ["a", "c"]
     c = summary["counts"]
-    assert c["dropped_duplicate_rows"] == 1 and c["identical_repeats"] == 2
+    assert c["dropped_duplicate_rows"] == 1
+    # The file holds the retry's two rows; the log stored them once (the same row id), so
+    # there is no repeat in it to count.
+    assert c["identical_repeats"] == (2 if source == "file" else 0)
 
 
 def test_cr_only_file_over_8_mib_reads_as_lines(tmp_path: Path) -> None:
@@ -85,15 +101,71 @@ def test_cr_only_file_over_8_mib_reads_as_lines(tmp_path: Path) -> None:
         ).read_bytes()
 
 
-@pytest.mark.parametrize("command", ["export", "audit"])
-def test_missing_store_exits_2_naming_it(tmp_path: Path, command: str) -> None:
-    missing = tmp_path / "typo-prod.db"
-    extra = ["--output-dir", str(tmp_path / "out")] if command == "export" else []
-    r = run_plaudit("signal", command, "--db", str(missing), *extra)
+@pytest.mark.parametrize("command", ["export", "audit", "evaluate"])
+@pytest.mark.parametrize("how", ["--db", "default store", "PLAUDIT_DB"])
+def test_missing_store_exits_2_naming_it(tmp_path: Path, command: str, how: str) -> None:
+    """Every signal subcommand that reads a store (emit alone writes, so it may create one)."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    extra = {
+        "export": ["--output-dir", str(tmp_path / "out")],
+        "audit": [],
+        "evaluate": ["--policy", str(tmp_path / "policy.json")],
+    }[command]
+    (tmp_path / "policy.json").write_text('{"default": {"a": 1.0}}')
+    env = {"PLAUDIT_DB": ""}
+    if how == "--db":
+        missing = tmp_path / "typo-prod.db"
+        extra += ["--db", str(missing)]
+    elif how == "PLAUDIT_DB":
+        missing = tmp_path / "env.db"
+        env["PLAUDIT_DB"] = str(missing)
+    else:
+        missing = cwd / ".plaudit" / "plaudit.db"
+    r = run_plaudit("signal", command, *extra, env=env, cwd=cwd)
     assert r.returncode == 2, r.stderr
-    assert str(missing) in r.stderr and "no plaudit store" in r.stderr
+    assert "no plaudit store" in r.stderr
+    assert str(missing) in r.stderr or (how == "default store" and ".plaudit" in r.stderr)
     assert "Traceback" not in r.stderr
     assert not missing.exists() and not (tmp_path / "out").exists()
+    assert not (cwd / ".plaudit").exists()
+
+
+def test_reuse_from_on_the_command_line(tmp_path: Path) -> None:
+    db = tmp_path / "p.db"
+    with Plaudit.open(db) as p:
+        for i in range(6):
+            p.signals.decision(f"d{i}", "a", 0.5, "i", session_id=f"s{i}", ts_ms=T0 + i * HOUR)
+            p.signals.outcome(f"d{i}", "success", "a", 5, ts_ms=T0 + i * HOUR + 1)
+    age = ["--max-age-hours", str(BIG_AGE)]
+    first = tmp_path / "first"
+    r = run_plaudit("signal", "export", "--db", str(db), "--output-dir", str(first), *age)
+    assert r.returncode == 0, r.stderr
+    with Plaudit.open(db) as p:
+        p.signals.decision("late", "b", 0.5, "i", session_id="x", ts_ms=T0 + 9 * HOUR)
+    second = tmp_path / "second"
+    r = run_plaudit(
+        "signal", "export", "--db", str(db), "--output-dir", str(second), *age,
+        "--reuse-from", str(first),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert f"reused 6 unchanged hours of rows from {first}" in r.stdout
+    summary = json.loads((second / "summary.json").read_text())
+    assert summary["counts"]["decisions"] == 7
+    for bad, message in (
+        (tmp_path / "nowhere", "is not a directory"),
+        (db, "is not a directory"),
+    ):
+        r = run_plaudit(
+            "signal", "export", "--db", str(db), "--output-dir", str(tmp_path / "c"),
+            "--reuse-from", str(bad),
+        )  # fmt: skip
+        assert r.returncode == 2 and message in r.stderr and str(bad) in r.stderr, r.stderr
+    r = run_plaudit(
+        "signal", "export", "--seq-mem", str(tmp_path / "sm.jsonl"), "--reuse-from", str(first)
+    )
+    assert r.returncode == 2 and "--reuse-from" in r.stderr and "--seq-mem" in r.stderr
+    assert not (tmp_path / "c").exists()
 
 
 def test_split_percentages_must_leave_train_rows(seq_mem_file: Path, tmp_path: Path) -> None:

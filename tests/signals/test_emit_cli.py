@@ -122,6 +122,27 @@ def test_retry_is_acknowledged_not_duplicated(tmp_path, sqlite_url) -> None:
         assert p.log.tail(1)[0].ts_ms == 1700000000000
 
 
+def test_a_retry_is_a_new_seq_mem_row_with_its_own_event_id(tmp_path, sqlite_url) -> None:
+    """As the reference: every call writes a row whose event_id is new (it hashes the row's
+    time), while the log keeps one event under its own idempotent id."""
+    sm = tmp_path / "sm.jsonl"
+    args = ["signal", "emit", "--db", sqlite_url, "--seq-mem", str(sm), *DECISION]
+    for _ in range(2):
+        r = run_plaudit(*args, env={"FLOW_ROUTER_SESSION_ID": "s"})
+        assert r.returncode == 0, r.stderr
+    rows = _rows(sm)
+    assert len(rows) == 2 and rows[0]["ts_ms"] != rows[1]["ts_ms"]
+    ids = [row["event_id"] for row in rows]
+    assert ids[0] != ids[1]
+    assert all(len(i) == 64 and int(i, 16) >= 0 for i in ids)
+    for row in rows:
+        key = f"flow.router.decision.v1|s|d-1||{row['ts_ms']}"
+        assert row["event_id"] == hashlib.sha256(key.encode()).hexdigest()
+    with Plaudit.open(sqlite_url) as p:
+        assert p.log.head().length == 1
+        assert p.log.tail(1)[0].id not in ids
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -194,3 +194,114 @@ def test_files_replaced_before_the_index_is_saved_are_not_taken_for_ours(
         monkeypatch.setattr(reuse.HourWriter, "save", save)
         _check(p, out, tmp_path / "full")
     assert raced and copies[-1] == 0
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file of a directory with its bytes, inode and modification time."""
+    out = {}
+    for f in sorted(root.iterdir()):
+        st = f.stat()
+        out[f.name] = (f.read_bytes(), st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def test_reuse_from_copies_into_a_new_directory_and_leaves_the_old_one_alone(
+    pl: Plaudit, tmp_path: Path, copies
+) -> None:
+    for i in range(30):
+        _emit(pl, i, hour=i // 5)  # six hours
+    first = tmp_path / "first"
+    _check(pl, first, tmp_path / "full")
+    before = _snapshot(first)
+    _emit(pl, 100, hour=9)
+    _emit(pl, 101, hour=2, session="new")
+    second = tmp_path / "second"
+    summary = export(
+        plaudit=pl, output_dir=second, now_ms=NOW, max_age_hours=100_000, reuse_from=first
+    )
+    assert copies[-1] == 5  # all but hour 2, as a re-export into `first` would
+    assert summary["input"]["reuse"] == {"from": str(first), "copied_hours": 5, "built_hours": 2}
+    scratch = tmp_path / "scratch"
+    export(plaudit=pl, output_dir=scratch, now_ms=NOW, max_age_hours=100_000, use_projection=False)
+    assert _files(second) == _files(scratch)
+    assert _snapshot(first) == before  # read, never written
+    # The new directory is an export of its own: the next one can copy from it, or into it
+    # (here through the public API).
+    _emit(pl, 102, hour=10)
+    third = tmp_path / "third"
+    pl.signals.export(third, now_ms=NOW, max_age_hours=100_000, reuse_from=second)
+    assert copies[-1] == 7  # everything but the new hour 10
+    assert _files(third) == _files(_check(pl, second, tmp_path / "full") and second)
+    assert copies[-1] == 7
+
+
+def test_reuse_from_files_that_are_not_that_exports_copies_nothing(
+    pl: Plaudit, tmp_path: Path, copies
+) -> None:
+    for i in range(12):
+        _emit(pl, i, hour=i // 3)
+    first = tmp_path / "first"
+    _check(pl, first, tmp_path / "full")
+    with open(first / "val.jsonl", "ab") as f:
+        f.write(b'{"edited": true}\n')
+    summary = export(
+        plaudit=pl, output_dir=tmp_path / "b", now_ms=NOW, max_age_hours=100_000, reuse_from=first
+    )
+    assert copies[-1] == 0 and summary["input"]["reuse"]["copied_hours"] == 0
+    # A directory no export of this store wrote is as good as none.
+    other = tmp_path / "other"
+    other.mkdir()
+    export(
+        plaudit=pl, output_dir=tmp_path / "c", now_ms=NOW, max_age_hours=100_000, reuse_from=other
+    )
+    assert copies[-1] == 0
+    full = export(
+        plaudit=pl,
+        output_dir=tmp_path / "d",
+        now_ms=NOW,
+        max_age_hours=100_000,
+        use_projection=False,
+    )
+    assert _files(tmp_path / "b") == _files(tmp_path / "c") == _files(tmp_path / "d")
+    assert full["counts"]["joined_rows"] == 12
+
+
+def test_reuse_from_with_other_options_builds_every_row(pl: Plaudit, tmp_path: Path) -> None:
+    for i in range(6):
+        _emit(pl, i, hour=i)
+    first = tmp_path / "first"
+    _check(pl, first, tmp_path / "full")
+    summary = export(
+        plaudit=pl,
+        output_dir=tmp_path / "b",
+        now_ms=NOW,
+        max_age_hours=100_000,
+        history_size=1,
+        reuse_from=first,
+    )
+    assert summary["input"]["reuse"] == {"from": str(first), "copied_hours": 0, "built_hours": None}
+    assert summary["counts"]["joined_rows"] == 6
+    # A window that leaves events out writes its rows without the hourly index, too.
+    summary = export(
+        plaudit=pl, output_dir=tmp_path / "c", now_ms=NOW, max_age_hours=997, reuse_from=first
+    )
+    assert summary["input"]["reuse"] == {"from": str(first), "copied_hours": 0, "built_hours": None}
+    assert summary["counts"]["joined_rows"] == 3
+
+
+def test_reuse_from_bad_input_is_named(pl: Plaudit, tmp_path: Path) -> None:
+    from plaudit.errors import ValidationError
+
+    _emit(pl, 1, hour=1)
+    seq_mem = tmp_path / "sm.jsonl"
+    seq_mem.write_text("")
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"plaudit": pl, "reuse_from": tmp_path / "missing"}, "is not a directory"),
+        ({"plaudit": pl, "reuse_from": seq_mem}, "is not a directory"),
+        ({"seq_mem": seq_mem, "reuse_from": tmp_path}, "not --seq-mem"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(ValidationError, match=message) as info:
+            export(output_dir=tmp_path / "out", now_ms=NOW, **kwargs)
+        assert info.value.field == "reuse_from"
+    assert not (tmp_path / "out").exists()

@@ -237,3 +237,36 @@ def test_gates_follow_new_events_immediately(client) -> None:
     client.post("/v1/signals/decision", json={**DECISION, "decision_id": "late"})
     after = client.get("/v1/signals/gates").json()["gates"][0]
     assert after["actual"] == first["actual"] + 1
+
+
+def test_export_reuse_from_an_earlier_export_under_the_root(client, tmp_path) -> None:
+    import time
+
+    hour = 3_600_000
+    now = int(time.time() * 1000)
+
+    def emit(i: int, ts: int) -> None:
+        d = {**DECISION, "decision_id": f"r{i}", "session_id": f"s{i}", "ts_ms": ts}
+        assert client.post("/v1/signals/decision", json=d).status_code == 200
+        o = {"decision_id": f"r{i}", "outcome": "success", "task_executed": "ai:flow/test",
+             "ts_ms": ts + 1}  # fmt: skip
+        assert client.post("/v1/signals/outcome", json=o).status_code == 200
+
+    for i in range(4):
+        emit(i, now - (10 - i) * hour)
+    assert client.post("/v1/signals/export", json={"output_dir": "first"}).status_code == 200
+    before = {f.name: f.read_bytes() for f in (tmp_path / "first").iterdir()}
+    emit(9, now - hour)
+    r = client.post("/v1/signals/export", json={"output_dir": "second", "reuse_from": "first"})
+    assert r.status_code == 200, r.text
+    reuse = r.json()["input"]["reuse"]
+    assert reuse["copied_hours"] == 4 and reuse["built_hours"] == 1
+    assert str(tmp_path) not in reuse["from"]  # the server's layout stays hidden
+    assert {f.name: f.read_bytes() for f in (tmp_path / "first").iterdir()} == before
+    assert r.json()["counts"]["joined_rows"] == 5
+    for bad in ("../outside", "/etc"):
+        r = client.post("/v1/signals/export", json={"output_dir": "third", "reuse_from": bad})
+        assert r.status_code == 422 and r.json()["field"] == "reuse_from", r.text
+    r = client.post("/v1/signals/export", json={"output_dir": "third", "reuse_from": "nope"})
+    assert r.status_code == 422 and r.json()["field"] == "reuse_from"
+    assert not (tmp_path / "third").exists()

@@ -111,6 +111,13 @@ AUDIT_OPTIONS += ("--max-task-dominance", "--min-overrides", "--min-failureish",
     is_flag=True,
     help="Recompute the whole chain, not only what was appended since the last export.",
 )
+@click.option(
+    "--reuse-from",
+    default=None,
+    metavar="DIR",
+    help="An earlier export's directory: copy the rows that did not change from its files"
+    " (only read; from the log with default options).",
+)
 @json_option
 def export(
     db: str | None,
@@ -127,6 +134,7 @@ def export(
     reward_map: str | None,
     allow_unverified: bool,
     verify_full: bool,
+    reuse_from: str | None,
     as_json: bool,
 ) -> None:
     """Export joined, deduplicated, split training rows and summary.json."""
@@ -148,6 +156,8 @@ def export(
         "formats": formats or ("jsonl",),
         "rewards": _rewards(reward_pairs, reward_map),
     }
+    if reuse_from is not None and seq_mem is not None:
+        raise ValidationError("--reuse-from", "applies to exports from the log, not --seq-mem")
     from plaudit.signals.export import check_export_options
 
     check_export_options(  # a bad option is reported before any store is looked for
@@ -166,6 +176,7 @@ def export(
                     progress=progress,
                     allow_unverified=allow_unverified,
                     verify_full=verify_full,
+                    reuse_from=reuse_from,
                     **options,
                 )
     if as_json:
@@ -187,6 +198,9 @@ def export(
         f" since {since}; --max-age-hours changes it)"
     )
     verified = window.get("verified")
+    reuse = window.get("reuse")
+    if reuse is not None:
+        click.echo(f"  reused {reuse['copied_hours']} unchanged hours of rows from {reuse['from']}")
     if verified is not None and not verified["ok"]:
         click.echo(f"  warning: exported a log that fails verification ({verified['reason']})")
     extra = []

@@ -140,10 +140,12 @@ class Signals:
         now_ms: int | None = None,
         progress: Progress | None = None,
         allow_unverified: bool = False,
+        reuse_from: PathLike | None = None,
     ) -> dict[str, Any]:
         """Export the log (or `seq_mem`, when given) to `output_dir`; returns summary.json's
         content. `output_dir=None` computes the summary without writing anything. A log that
-        fails verification is refused (IntegrityError) unless `allow_unverified`."""
+        fails verification is refused (IntegrityError) unless `allow_unverified`.
+        `reuse_from`: an earlier export's directory to copy unchanged rows from (only read)."""
         from plaudit.signals.export import export
 
         return export(
@@ -161,6 +163,7 @@ class Signals:
             now_ms=now_ms,
             progress=progress,
             allow_unverified=allow_unverified,
+            reuse_from=reuse_from,
         )
 
     def summary(self, **options: Any) -> dict[str, Any]:

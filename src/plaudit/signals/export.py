@@ -115,6 +115,21 @@ def _check_path(field: str, value: str | os.PathLike[str]) -> Path:
     return Path(text).expanduser().resolve()
 
 
+def _check_reuse_from(
+    value: str | os.PathLike[str], *, seq_path: Path | None, out_root: Path | None
+) -> Path:
+    """The directory an export may copy unchanged rows from: an existing directory, for an
+    export from the log that writes files."""
+    reuse_dir = _check_path("reuse_from", value)
+    if seq_path is not None:
+        raise ValidationError("reuse_from", "applies to exports from the log, not --seq-mem")
+    if out_root is None:
+        raise ValidationError("reuse_from", "applies only to an export that writes files")
+    if not reuse_dir.is_dir():
+        raise ValidationError("reuse_from", f"{str(reuse_dir)!r} is not a directory")
+    return reuse_dir
+
+
 def _clean_stale(out_root: Path) -> None:
     for entry in out_root.glob(f"{TMP_PREFIX}*"):
         pid = entry.name[len(TMP_PREFIX) :].split("-", 1)[0]
@@ -400,6 +415,7 @@ def export(
     use_projection: bool = True,
     allow_unverified: bool = False,
     verify_full: bool = False,
+    reuse_from: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Export from `seq_mem` when given, else from the log; returns the summary.
 
@@ -413,6 +429,11 @@ def export(
     (the default) does so for a file of 32 MiB or more, from a single-threaded process, when
     PLAUDIT_EXPORT_JOBS=2, or when it is unset (or `auto`) and the load average shows an idle
     core; PLAUDIT_EXPORT_JOBS=1 keeps it in one process.
+
+    `reuse_from`: an earlier export's directory (from this log) to copy unchanged rows from,
+    as a re-export into its own directory does (`plaudit.signals.reuse`); it is only read.
+    Where its files cannot be used, every row is built; `input.reuse` in the summary says
+    how many hours were copied.
     """
     reward_map, val_pct, test_pct = check_export_options(
         split_by=split_by,
@@ -429,6 +450,9 @@ def export(
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
     if seq_path is None and plaudit is None:
         raise ValidationError("seq_mem", "give a seq_mem file or an open store to export from")
+    reuse_dir = None
+    if reuse_from is not None:
+        reuse_dir = _check_reuse_from(reuse_from, seq_path=seq_path, out_root=out_root)
 
     # The export builds hundreds of thousands of small acyclic objects; the cyclic collector
     # would rescan them all again and again (it doubled the run time) and can free nothing.
@@ -453,6 +477,7 @@ def export(
             use_projection=use_projection,
             allow_unverified=allow_unverified,
             verify_full=verify_full,
+            reuse_dir=reuse_dir,
         )
     finally:
         if gc_was_enabled:
@@ -478,6 +503,7 @@ def _export(
     use_projection: bool,
     allow_unverified: bool,
     verify_full: bool,
+    reuse_dir: Path | None,
 ) -> dict[str, Any]:
     verified = None
     if seq_path is None and out_root is not None and plaudit is not None:
@@ -515,6 +541,7 @@ def _export(
                 split_by=split_by,
                 rewards=reward_map,
                 progress=progress,
+                reuse_dir=reuse_dir,
             )
             summary["generated_at_ms"] = now
             summary["input"] = {
@@ -534,6 +561,14 @@ def _export(
                 "window_start_ms": max(1, now - max(1, max_age_hours) * 3_600_000),
                 "verified": verified,
             }
+            if reuse_dir is not None:
+                by_hour = outputs.by_hour if outputs is not None else None
+                hourly = by_hour is not None and by_hour.opened  # else every row was built
+                summary["input"]["reuse"] = {
+                    "from": str(reuse_dir),
+                    "copied_hours": by_hour.copied_hours if hourly else 0,
+                    "built_hours": by_hour.built_hours if hourly else None,
+                }
             summary = _ordered(summary)
             if outputs is not None:
                 import json
@@ -579,6 +614,7 @@ def _run(
     split_by: str,
     rewards: dict[str, float],
     progress: Progress | None,
+    reuse_dir: Path | None = None,
 ) -> dict[str, Any]:
     # bucket -> split index (0 train, 1 val, 2 test), the reference's rule, as a table
     split_of = [2] * test_pct + [1] * val_pct + [0] * (100 - test_pct - val_pct)
@@ -613,6 +649,7 @@ def _run(
                 [str(outputs.final(ws[0].path)) for ws in raw],
                 str(outputs.out_root),
                 f"{test_pct}/{val_pct}",
+                reuse_from=None if reuse_dir is None else str(reuse_dir),
             )
         tallies = stored(split_of, write, by_hour)
         if tallies is not None:

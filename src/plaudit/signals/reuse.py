@@ -12,6 +12,10 @@ The previous files are only used when they are exactly the ones that export wrot
 device, inode, size and modification time, and the same split percentages); anything else
 (another export into the directory, a file edited, moved or deleted, a rebuilt projection)
 makes this export write every row, as it would have without a previous one.
+
+An export into a new directory can name an earlier export's directory to copy from
+(`reuse_from`, `plaudit signal export --reuse-from DIR`): the same rules hold for that
+directory's files, which are only ever opened for reading, so DIR is left exactly as it was.
 """
 
 from __future__ import annotations
@@ -76,11 +80,18 @@ class HourWriter:
     hours the previous export holds unchanged, and records the new index."""
 
     def __init__(
-        self, writers: Sequence[Any], paths: Sequence[str], output_dir: str, splits: str
+        self,
+        writers: Sequence[Any],
+        paths: Sequence[str],
+        output_dir: str,
+        splits: str,
+        reuse_from: str | None = None,
     ) -> None:
         self.writers = list(writers)  # `formats._Lines`: `write_pieces` and `copy_from`
         self.paths = list(paths)  # where the files will be once the export is in place
         self.output_dir = output_dir
+        #: The directory whose export's files are copied from (by default the output's own).
+        self.reuse_from = output_dir if reuse_from is None else reuse_from
         self.splits = splits
         self.previous: Previous | None = None
         self.pos = [0, 0, 0]  # bytes each file will hold so far (pending copies included)
@@ -94,7 +105,9 @@ class HourWriter:
         self._placed: list[Identity] | None = None  # the files' identities once in place
 
     def open(self, tx: Tx) -> None:
-        self.previous = Previous.load(tx, self.output_dir, self.splits, self.paths)
+        names = [os.path.basename(path) for path in self.paths]
+        sources = [os.path.join(self.reuse_from, name) for name in names]
+        self.previous = Previous.load(tx, self.reuse_from, self.splits, sources)
         self.opened = True
 
     def reusable(self, hour: int, version: int) -> bool:

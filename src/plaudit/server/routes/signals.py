@@ -4,9 +4,10 @@ Request models check shapes (types, lengths, ranges, unknown fields) so a malfor
 422 naming the field; the library checks content (control characters, JSON-safe values) and its
 `ValidationError` names the field too. Handlers are plain `def`: the store is synchronous.
 
-Paths in request bodies (`output_dir`, `seq_mem`, `summary_path`, `report_out`) are confined to
-one directory, the export root: `app.state.export_root` or `$PLAUDIT_EXPORT_ROOT`. Without one,
-those features answer 400, so an HTTP client can never read or write elsewhere on the server.
+Paths in request bodies (`output_dir`, `seq_mem`, `reuse_from`, `summary_path`, `report_out`)
+are confined to one directory, the export root: `app.state.export_root` or
+`$PLAUDIT_EXPORT_ROOT`. Without one, those features answer 400, so an HTTP client can never
+read or write elsewhere on the server.
 """
 
 from __future__ import annotations
@@ -127,6 +128,8 @@ class ExportIn(_In):
     rewards: RewardMap = Field(default_factory=dict)
     #: Export a log that fails verification anyway (refused with 409 otherwise).
     allow_unverified: bool = False
+    #: An earlier export's directory (under the export root) to copy unchanged rows from.
+    reuse_from: Path | None = None
 
 
 class Limits(_In):
@@ -180,6 +183,7 @@ def export(
     options = body.model_dump()
     output_dir = _confine(request, "output_dir", options.pop("output_dir"))
     options["seq_mem"] = _confine(request, "seq_mem", options["seq_mem"])
+    options["reuse_from"] = _confine(request, "reuse_from", options["reuse_from"])
     # The summary names its files (and the store) by full path: the client gets them below
     # the export root, as it named them, and nothing else of the server's layout.
     return paths.for_request(request)(p.signals.export(output_dir, **options))
