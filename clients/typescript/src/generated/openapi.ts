@@ -1072,6 +1072,8 @@ export interface components {
             max_age_hours?: number;
             /** Output Dir */
             output_dir: string;
+            /** Reuse From */
+            reuse_from?: string | null;
             /** Rewards */
             rewards?: {
                 [key: string]: number;
