@@ -5,7 +5,10 @@ thread (10 to 20 ms on PostgreSQL) is acceptable."""
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
+import time
 
 from plaudit import Plaudit
 
@@ -75,3 +78,37 @@ def test_warm_opens_spares_the_next_threads_take(db_url: str) -> None:
         used = _in_threads(p, 4, concurrent=True)
         assert set(used) <= spares | {id(c) for c in p.backend._all}
         assert len(p.backend._all) <= 4 + 1
+
+
+OPEN_AT_ONCE = r"""
+import os, sys, time
+from plaudit import Plaudit
+db, gate, name = sys.argv[1:4]
+while not os.path.exists(gate):
+    time.sleep(0.0005)
+with Plaudit.open(db) as p:
+    p.log.append({"id": name, "type": "test.open.v1", "ts_ms": 1, "session_id": "s",
+                  "source": "t", "payload": {}})
+"""
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_all_get_in(tmp_path) -> None:
+    """The first opens of a new file race to switch it to WAL; SQLite tells the losers
+    "database is locked" without waiting, and opening must ask again, not fail."""
+    for round_ in range(3):
+        db = tmp_path / f"new-{round_}.db"
+        gate = tmp_path / f"go-{round_}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_AT_ONCE, str(db), str(gate), f"p{k}"],
+                stderr=subprocess.PIPE,
+            )
+            for k in range(6)
+        ]
+        time.sleep(0.5)
+        gate.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()[-2000:]
+        with Plaudit.open(db) as p:
+            assert len(p.log) == 6 and p.log.verify().ok

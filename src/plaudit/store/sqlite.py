@@ -13,6 +13,7 @@ import fcntl
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
@@ -90,6 +91,27 @@ class SqliteTx(Tx):
         )
 
 
+#: How long opening a store keeps asking for WAL mode while other processes open it too.
+WAL_SWITCH_S = 60.0
+
+
+def _to_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL mode. Processes that open a new file at the same moment race for the
+    switch, and SQLite answers the loser "database is locked" at once, without its busy
+    handler (waiting could deadlock on the lock upgrade), so ask again until it settles."""
+    deadline = time.monotonic() + WAL_SWITCH_S
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 class SqliteBackend(Backend):
     dialect = "sqlite"
 
@@ -148,7 +170,7 @@ class SqliteBackend(Backend):
             # Takes effect only when the file is created: events are ~0.5 KB rows, and 8 KiB
             # pages cut B-tree work per insert and per verify scan (see docs/benchmarks.md).
             conn.execute("PRAGMA page_size=8192")
-            conn.execute("PRAGMA journal_mode=WAL")
+            _to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA busy_timeout=60000")
             conn.execute("PRAGMA cache_size=-65536")
