@@ -281,11 +281,11 @@ class EventLog:
         if backend.has_intake:
             # Imported here: the SQLite shell-hook path must not pay for sockets and paths.
             from plaudit.store import hostgroup
-        if backend.has_intake and hostgroup.enabled():
-            self._host = hostgroup.HostGroup(backend.url, fingerprint, self._commit_calls)
-            # First: the leader answers what is under way while its connections still work.
-            backend.on_close.insert(0, self._host.close)
-        if backend.has_intake:
+
+            if hostgroup.enabled():
+                self._host = hostgroup.HostGroup(backend.url, fingerprint, self._commit_calls)
+                # First: the leader answers what is under way while its connections work.
+                backend.on_close.insert(0, self._host.close)
             b: Any = backend
             self._relay = Relay(b.listener, b.channel)
             self._pump = Pump(
@@ -383,11 +383,11 @@ class EventLog:
         if host is not None:
             # A host leader's group commit costs less than an intake row and a pass, and it
             # answers with positions (a stronger acknowledgement than "queued").
+            if host.grouping:
+                return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
             forwarded = self._forward(host, prepared, on_conflict)
             if forwarded is not None:
                 return forwarded
-            if host.grouping:
-                return self._submit(prepared, on_conflict)  # type: ignore[no-any-return]
         r = _Request(prepared, on_conflict)
         r.batch = UNHEARD + uuid.uuid4().hex  # nobody waits on it: see `_drain`
         self._enqueue([r], acknowledged=True)
