@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -82,6 +84,14 @@ def _timeout_option(name: str, default: float, text: str) -> Callable[[F], F]:
     show_default=True,
 )
 @click.option("--access-log/--no-access-log", default=False, show_default=True)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 256),
+    help="Server processes sharing the port (POSIX). One process uses about one core; on a "
+    "busy server give it one per core.",
+)
 def serve(
     db: str | None,
     host: str,
@@ -97,68 +107,128 @@ def serve(
     durability: str,
     log_level: str,
     access_log: bool,
+    workers: int,
 ) -> None:
     """Serve the HTTP API (/v1/..., spec at /openapi.json) and the live dashboard at /."""
     from plaudit.extras import require
 
     require("server", "plaudit serve")
     from plaudit.core import Plaudit
-    from plaudit.server.app import create_app
     from plaudit.server.guards import check_serving, normalize_token
-    from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES
-    from plaudit.server.run import run_server
     from plaudit.server.timeouts import Timeouts
 
     token = normalize_token(token)
     check_serving(host, token, cors_origins)  # before the store is opened (or created)
     timeouts = Timeouts(headers=header_timeout, body=body_timeout, idle=idle_timeout)
-    follower = None
-    handoff = None
     if otel:
         from plaudit.otel import require_sdk
 
         require_sdk()
+    path = resolve(db)
+    settings = _Settings(
+        path=path,
+        durability=durability,
+        host=host,
+        port=port,
+        token=token,
+        cors_origins=cors_origins,
+        max_body_bytes=max_body_bytes,
+        timeouts=timeouts,
+        export_root=export_root,
+        otel=otel,
+        log_level=log_level,
+        access_log=access_log,
+    )
+    if workers == 1:
+        _run_one(settings, index=0, sock=None)
+        return
+    from plaudit.server.workers import listen, run_workers
+
+    # The store is made (or migrated) once, here, before any worker opens it; the supervisor
+    # holds no connection across the forks.
+    with Plaudit.open(path, durability=durability, create=True) as p:
+        if p.created:
+            announce_created(p)
+    sock = listen(host, port)
+    click.echo(f"plaudit: {workers} workers on one port (pid {os.getpid()} supervises)", err=True)
+    try:
+        status = run_workers(sock, workers, lambda i, s: _run_one(settings, index=i, sock=s))
+    finally:
+        sock.close()
+    if status:
+        raise SystemExit(status)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    path: str
+    durability: str
+    host: str
+    port: int
+    token: str | None
+    cors_origins: tuple[str, ...]
+    max_body_bytes: int | None
+    timeouts: Any
+    export_root: str | None
+    otel: bool
+    log_level: str
+    access_log: bool
+
+
+def _run_one(o: _Settings, *, index: int, sock: Any) -> None:
+    """One server process: its own store handle, app and uvicorn loop. Worker 0 (the only
+    one without --workers) also takes hooks' events and follows the log for OpenTelemetry,
+    duties that one process per store must do."""
+    from plaudit.core import Plaudit
+    from plaudit.server.app import create_app
+    from plaudit.server.limits import DEFAULT_MAX_BODY_BYTES
+    from plaudit.server.run import run_server
+
+    follower = None
+    handoff = None
     # Agents write through the server, so it is a writer: a new store is made, and said so.
-    p = Plaudit.open(resolve(db), durability=durability, create=True)
+    p = Plaudit.open(o.path, durability=o.durability, create=True)
     try:
         if p.created:
             announce_created(p)
         app = create_app(
             p,
-            token=token,
-            host=host,
-            cors_origins=cors_origins,
-            max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-            body_timeout=timeouts.body,
-            export_root=export_root,
+            token=o.token,
+            host=o.host,
+            cors_origins=o.cors_origins,
+            max_body_bytes=o.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+            body_timeout=o.timeouts.body,
+            export_root=o.export_root,
         )
-        for name, reason in app.state.skipped_routes.items():
-            click.echo(f"warning: {name} not mounted: {reason}", err=True)
-        if otel:
-            from plaudit.otel import OtelExporter
+        if index == 0:
+            for name, reason in app.state.skipped_routes.items():
+                click.echo(f"warning: {name} not mounted: {reason}", err=True)
+            if o.otel:
+                from plaudit.otel import OtelExporter
 
-            follower = OtelExporter(p).follow_in_background()
-        if p.backend.dialect == "sqlite":
-            # Shell hooks' `plaudit signal emit` hands its events over a socket beside the
-            # store instead of starting the store itself (`plaudit.signals.handoff`).
-            from plaudit.signals.handoff import serve as serve_handoff
+                follower = OtelExporter(p).follow_in_background()
+            if p.backend.dialect == "sqlite":
+                # Shell hooks' `plaudit signal emit` hands its events over a socket beside the
+                # store instead of starting the store itself (`plaudit.signals.handoff`).
+                from plaudit.signals.handoff import serve as serve_handoff
 
-            handoff, note = serve_handoff(p, p.backend.url)
-            click.echo(f"plaudit: {note}", err=True)
-        shown = f"[{host}]" if ":" in host else host
-        click.echo(
-            f"plaudit serving {p.backend.describe()} on http://{shown}:{port}/ "
-            f"(writes {'need the token' if token else 'are open'}"
-            f"{'; results go to OpenTelemetry' if otel else ''}; Ctrl-C stops)",
-            err=True,
-        )
+                handoff, note = serve_handoff(p, p.backend.url)
+                click.echo(f"plaudit: {note}", err=True)
+            shown = f"[{o.host}]" if ":" in o.host else o.host
+            click.echo(
+                f"plaudit serving {p.backend.describe()} on http://{shown}:{o.port}/ "
+                f"(writes {'need the token' if o.token else 'are open'}"
+                f"{'; results go to OpenTelemetry' if o.otel else ''}; Ctrl-C stops)",
+                err=True,
+            )
         run_server(
             app,
-            host=host,
-            port=port,
-            timeouts=timeouts,
-            log_level=log_level,
-            access_log=access_log,
+            host=o.host,
+            port=o.port,
+            timeouts=o.timeouts,
+            log_level=o.log_level,
+            access_log=o.access_log,
+            sock=sock,
         )
     finally:
         if handoff is not None:
@@ -166,6 +236,3 @@ def serve(
         if follower is not None:
             follower.stop()
         p.close()
-
-
-__all__ = ["serve"]

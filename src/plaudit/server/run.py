@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 from typing import Any
 
@@ -15,6 +16,8 @@ from plaudit.server.timeouts import Timeouts, protocol_class
 #: Spare store connections opened before the first request (the worker threads of a few
 #: concurrent requests; more are opened as needed and kept when their threads retire).
 WARM_CONNECTIONS = 8
+#: uvicorn's exit status when its server did not start.
+STARTUP_FAILURE = 3
 
 
 def run_server(
@@ -26,8 +29,13 @@ def run_server(
     log_level: str = "info",
     access_log: bool = False,
     http: str = "auto",
+    sock: Any = None,
 ) -> None:
-    """Serve `app` until interrupted. A public `host` needs an app built with a token."""
+    """Serve `app` until interrupted. A public `host` needs an app built with a token.
+
+    `sock` is a socket already listening (a worker of `plaudit serve --workers`); `host` and
+    `port` then only describe it.
+    """
     import uvicorn
 
     timeouts = timeouts or Timeouts()
@@ -41,7 +49,7 @@ def run_server(
     # way, so a full collection walks only what requests create (shorter pauses in p99).
     gc.collect()
     gc.freeze()
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -52,6 +60,11 @@ def run_server(
         server_header=False,
         timeout_graceful_shutdown=5,
     )
+    server = uvicorn.Server(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=None if sock is None else [sock])
+    if not server.started:  # a port in use, say: uvicorn has said why; exit as it does
+        raise SystemExit(STARTUP_FAILURE)
 
 
 __all__ = ["run_server"]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
 from plaudit.server.deps import get_plaudit, require_write
+from plaudit.server.responses import MsgspecJSONResponse
 
 router = APIRouter(prefix="/v1/bandit", tags=["bandit"])
 PlauditDep = Annotated[Plaudit, Depends(get_plaudit)]
@@ -81,8 +82,11 @@ def show_arm(arm_id: str, p: PlauditDep) -> dict[str, Any]:
     return p.bandit.arm(arm_id)
 
 
-@router.post("/select", dependencies=[Depends(require_write)])
-def select(body: SelectIn, p: PlauditDep) -> dict[str, Any]:
+@router.post("/select", dependencies=[Depends(require_write)], response_model=dict[str, Any])
+def select(body: SelectIn, p: PlauditDep) -> Response:
+    # A Response, not a dict: FastAPI would otherwise check the returned dict against
+    # `dict[str, Any]` (a hand-off to another thread) and walk it again to encode it, which
+    # on the hottest route cost about a fifth of its HTTP overhead. The schema stays declared.
     sel = p.bandit.select(
         _arms(body.arms),
         token_budget=body.token_budget,
@@ -90,11 +94,11 @@ def select(body: SelectIn, p: PlauditDep) -> dict[str, Any]:
         seed=body.seed,
         session_id=body.session_id,
     )
-    return sel.to_dict()
+    return MsgspecJSONResponse(sel.to_dict())
 
 
-@router.post("/observe", dependencies=[Depends(require_write)])
-def observe(body: ObserveIn, p: PlauditDep) -> dict[str, Any]:
+@router.post("/observe", dependencies=[Depends(require_write)], response_model=dict[str, Any])
+def observe(body: ObserveIn, p: PlauditDep) -> Response:
     obs = p.bandit.observe(
         body.run_id,
         body.output_text,
@@ -103,7 +107,7 @@ def observe(body: ObserveIn, p: PlauditDep) -> dict[str, Any]:
         duration_ms=body.duration_ms,
         error=body.error,
     )
-    return obs.to_dict()
+    return MsgspecJSONResponse(obs.to_dict())
 
 
 @router.get("/runs/{run_id}")

@@ -16,13 +16,14 @@ from datetime import date
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Depends, FastAPI, Query
+from fastapi import APIRouter, Depends, FastAPI, Query, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
 from plaudit.events import MAX_ID_LEN, MAX_NAME_LEN
 from plaudit.ledger.spec import MAX_ACTION_LEN, MAX_POINTS
 from plaudit.server.deps import get_plaudit, require_write
+from plaudit.server.responses import MsgspecJSONResponse
 
 log = logging.getLogger("plaudit.server.ledger")
 MAX_BATCH = 10_000
@@ -90,9 +91,11 @@ def _items(body: RecordIn) -> dict[str, Any]:
     return body.model_dump(exclude_none=True)
 
 
-@router.post("/record", dependencies=[Depends(require_write)])
-def record(body: RecordIn, p: Plaudit = Depends(get_plaudit)) -> dict[str, Any]:  # noqa: B008
-    return _plain(p.ledger.record(**_items(body)))
+@router.post("/record", dependencies=[Depends(require_write)], response_model=dict[str, Any])
+def record(body: RecordIn, p: Plaudit = Depends(get_plaudit)) -> Response:  # noqa: B008
+    # A Response, not a dict: FastAPI would otherwise check the dict against `dict[str, Any]`
+    # in another thread and walk it once more to encode it (see routes/bandit.py's select).
+    return MsgspecJSONResponse(_plain(p.ledger.record(**_items(body))))
 
 
 @router.post("/record-batch", dependencies=[Depends(require_write)])
