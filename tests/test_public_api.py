@@ -101,3 +101,11 @@ def test_the_main_handles_keep_their_documented_methods(tmp_path) -> None:
         assert not missing, f"{cls_name} lost {sorted(missing)}"
     with plaudit.Plaudit.open(tmp_path / "api.db") as p:
         assert isinstance(p.log, plaudit.EventLog)
+
+
+def test_a_path_given_to_the_constructor_says_to_use_open(tmp_path) -> None:
+    import pytest
+
+    with pytest.raises(TypeError, match=r"Plaudit\.open\("):
+        plaudit.Plaudit(str(tmp_path / "x.db"))  # type: ignore[arg-type]
+    assert not (tmp_path / "x.db").exists()

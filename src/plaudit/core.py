@@ -22,6 +22,13 @@ class Plaudit:
     """Open with :meth:`open`; close with :meth:`close` or use it as a context manager."""
 
     def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
+        if not isinstance(backend, Backend):
+            # `Plaudit("x.db")` is the natural first guess; without this it fails deep inside
+            # the log with an AttributeError about `dialect`.
+            raise TypeError(
+                f"Plaudit() takes a store backend, not {type(backend).__name__}: open a path "
+                f"or a postgresql:// DSN with Plaudit.open({backend!r})"
+            )
         self.backend = backend
         self.log = EventLog(backend, checkpointer)
         # Every handle, however its backend was made, applies the built-in projections.
