@@ -116,7 +116,12 @@ class _Prepared:
                 self.key_idx, weights=np.where(self.sw, w[self.run_idx], 0.0), minlength=k
             )
             unseen = np.maximum(n_c[self.ctx_of_key] - seen, 0.0)
-            noise = rng.standard_normal(k) * np.sqrt(unseen * m_flat * (1.0 - m_flat))
+            # the realised count itself, not a normal approximation: the model stands in for
+            # arms needed a few times in hundreds of runs, a count with a long upper tail that
+            # a symmetric noise of the same variance cuts short (Poisson bootstrap weights are
+            # whole numbers, so `unseen` is a whole number of runs)
+            p = np.clip(m_flat, 0.0, 1.0)
+            noise = rng.binomial(np.rint(unseen).astype(np.int64), p) - unseen * p
             hit += float(self.pi_flat @ noise)
             need += float(noise.sum())
         return hit, need
