@@ -71,26 +71,30 @@ class _Prepared:
         self.ips = np.zeros((n, 2))
         self.dr = np.zeros((n, 2))
         dm = {c: (float(np.dot(pi[c], model[c])), float(model[c].sum())) for c in contexts}
-        run_idx, key_idx, yv, iv, sw = [], [], [], [], []
+        run_idx, key_idx, yv, yr, iv, sw = [], [], [], [], [], []
         for r, run in enumerate(runs):
             p_c, m_c = pi[run.context], model[run.context]
             inv = 1.0 / run.propensity
             y = run.reward.astype(np.float64)
             pic = p_c[run.included]
             self.ips[r] = (float(np.dot(pic, y * inv)), float(np.dot(y, inv)))
-            # the switch: below SWITCH the model alone speaks (a weight of 1/p > 20 would let
-            # one observation decide the estimate)
-            resid = np.where(run.propensity >= SWITCH, (y - m_c[run.included]) * inv, 0.0)
+            # the switch: below SWITCH the model alone speaks for the runs that did not include
+            # the arm (a weight of 1/p > 20 would let one observation decide the estimate),
+            # but a need this run did include is known, and counts as itself, unweighted
+            mi = m_c[run.included]
+            resid = np.where(run.propensity >= SWITCH, (y - mi) * inv, y - mi)
             hit0, need0 = dm[run.context]
             self.dr[r] = (hit0 + float(np.dot(pic, resid)), need0 + float(resid.sum()))
             run_idx.append(np.full(run.included.size, r, dtype=np.int64))
             key_idx.append(offset[run.context] + run.included)
             yv.append(y * inv)
+            yr.append(y)
             iv.append(inv)
             sw.append(run.propensity >= SWITCH)
         self.run_idx = np.concatenate(run_idx) if run_idx else np.zeros(0, dtype=np.int64)
         self.key_idx = np.concatenate(key_idx) if key_idx else np.zeros(0, dtype=np.int64)
         self.yv = np.concatenate(yv) if yv else np.zeros(0)
+        self.yr = np.concatenate(yr) if yr else np.zeros(0)
         self.iv = np.concatenate(iv) if iv else np.zeros(0)
         self.sw = np.concatenate(sw) if sw else np.zeros(0, dtype=bool)
         self.n_keys = self.pi_flat.size
@@ -107,14 +111,14 @@ class _Prepared:
         n_c = np.bincount(self.ctx_of_run, weights=w, minlength=self.n_ctx)
         a_c = np.bincount(self.ctx_of_key, weights=self.pi_flat * m_flat, minlength=self.n_ctx)
         b_c = np.bincount(self.ctx_of_key, weights=m_flat, minlength=self.n_ctx)
-        resid = np.where(self.sw, w[self.run_idx] * (self.yv - m_flat[self.key_idx] * self.iv), 0.0)
+        m_obs = m_flat[self.key_idx]
+        resid = w[self.run_idx] * np.where(self.sw, self.yv - m_obs * self.iv, self.yr - m_obs)
         by_key = np.bincount(self.key_idx, weights=resid, minlength=k)
         hit = float(n_c @ a_c + self.pi_flat @ by_key)
         need = float(n_c @ b_c + by_key.sum())
         if rng is not None:
-            seen = np.bincount(
-                self.key_idx, weights=np.where(self.sw, w[self.run_idx], 0.0), minlength=k
-            )
+            # every included arm's need is known, at any propensity
+            seen = np.bincount(self.key_idx, weights=w[self.run_idx], minlength=k)
             unseen = np.maximum(n_c[self.ctx_of_key] - seen, 0.0)
             # the realised count itself, not a normal approximation: the model stands in for
             # arms needed a few times in hundreds of runs, a count with a long upper tail that
