@@ -55,3 +55,17 @@ def test_ips_is_exact_when_every_arm_was_logged_with_certainty() -> None:
     for k in ("ips", "snips", "dr"):
         assert abs(res[k]["recall"] - truth) < 1e-12
     assert res["prompt_tokens_per_run"] == float(pi[0].sum() * 100.0)
+
+
+def test_doubly_robust_counts_a_need_seen_below_the_switch_once() -> None:
+    # Below the switch no observation is weighted up (IPS would count this one need 100
+    # times), but the run that included the arm saw its need: it counts as itself, and the
+    # model (0 here) speaks only for the runs that did not include the arm.
+    pi = {0: np.array([1.0, 0.0])}
+    model = {0: np.zeros(2)}
+    logged = [LoggedRun(0, np.array([0, 1]), np.array([1, 1]), np.array([1.0, 0.01]), 200)]
+    logged += [LoggedRun(0, np.array([0]), np.array([1]), np.array([1.0]), 200) for _ in range(9)]
+    res = estimate(logged, pi, model, {0: np.full(2, 100.0)}, resamples=50)
+    assert abs(res["dr"]["recall"] - 10 / 11) < 1e-12
+    assert abs(res["dr"]["misses_per_run"] - 0.1) < 1e-12
+    assert abs(res["ips"]["recall"] - 10 / 110) < 1e-12
