@@ -117,6 +117,9 @@ class Bandit:
         self.p = plaudit
         self._ready = False
         self._cache = posteriors.PosteriorCache()
+        #: The parsed settings and the `bandit_meta.config_seq` they were read at (see
+        #: `_config_at`).
+        self._settings: tuple[int, cfgmod.BanditConfig] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -129,6 +132,19 @@ class Bandit:
         self._ensure()
         with self.p.backend.read() as tx:
             return load_config(tx)
+
+    def _config_at(self, tx: Any, config_seq: int) -> cfgmod.BanditConfig:
+        """The settings `tx` sees, given the `bandit_meta.config_seq` it read: parsed again
+        only when that moved. Every settings event moves it (whichever process or handle
+        appends it, and a rebuild replays the same events to the same positions), so a
+        settings row is never taken for another; this saves reading and decoding the row
+        on every observation."""
+        held = self._settings
+        if held is not None and held[0] == config_seq:
+            return held[1]
+        cfg = load_config(tx)
+        self._settings = (config_seq, cfg)  # one assignment: threads see old or new, whole
+        return cfg
 
     def configure(self, changes: Mapping[str, Any] | None = None, **kw: Any) -> cfgmod.BanditConfig:
         """Change settings (see `BanditConfig`); recorded as an event, so replay honours it."""
@@ -325,15 +341,17 @@ class Bandit:
         self._ensure()
 
         def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
+            # the settings' position comes with the run, in one statement
             row = w.tx.fetchone(
-                "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
+                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq "
+                "FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 WHERE r.run_id = ?",
                 (run_id,),
             )
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
-            cfg = load_config(w.tx)
+            cfg = self._config_at(w.tx, int(row[4]))
             registered = self._cache.registry.arms
             if any(a not in registered for a in included):
                 registered = self._registered(w.tx, included)

@@ -205,10 +205,13 @@ class BanditProjection:
 
     # -- folding --------------------------------------------------------------------------
     def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
-        cfg = load_config(tx)
+        # The settings are read only when an event needs them (a config change, or the
+        # observation that completes a checkpoint): most batches are one run or one
+        # observation, and neither needs them, so the read is not paid per append.
+        cfg: cfgmod.BanditConfig | None = None
         for ev in events:
             if ev.type == CONFIG_V1:
-                cfg = self._config(tx, ev, cfg)
+                cfg = self._config(tx, ev, load_config(tx) if cfg is None else cfg)
             elif ev.type == ARMS_V1:
                 self._arms(tx, ev)
             elif ev.type == RUN_V1:
@@ -216,7 +219,7 @@ class BanditProjection:
             elif ev.type == RUN_V2:
                 self._run_v2(tx, ev)
             elif ev.type == OBSERVATION_V1:
-                self._observation(tx, ev, cfg)
+                cfg = self._observation(tx, ev, cfg)
             # other plaudit.bandit.* types are left to future versions
 
     def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
@@ -284,7 +287,11 @@ class BanditProjection:
             ),
         )
 
-    def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
+    def _observation(
+        self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig | None
+    ) -> cfgmod.BanditConfig | None:
+        """Record one observation; `cfg` is the settings in force if already read (else
+        None). Returns the settings, read here if a checkpoint needed them."""
         p = _decode(ev, _ObservationPayload)
         # Misses (arms the run left out that its output references) fold as successes.
         rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
@@ -313,6 +320,8 @@ class BanditProjection:
                 ),
             )
         if pending >= CHECKPOINT_EVERY:
+            if cfg is None:
+                cfg = load_config(tx)
             checkpoint(tx, cfg)
             tx.execute(
                 "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, ckpt_index = ?, pending = 0 "
@@ -324,6 +333,7 @@ class BanditProjection:
                 "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, pending = ? WHERE one = 1",
                 (index, now, pending),
             )
+        return cfg
 
 
 def pending_since(tx: Tx, after: int) -> list[fold.Pending]:
