@@ -4,6 +4,7 @@ the plain versions are kept here as references, and random states that reach eve
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -223,3 +224,38 @@ def test_betacf_equals_the_plain_code() -> None:
         assert stats._betacf(a, b, x) == _betacf_reference(a, b, x)
     for a, b, x in ((1.0, 1.0, 0.5), (0.5, 0.5, 1e-9), (1e3, 1e-2, 0.999), (2.0, 3.0, 0.0)):
         assert stats._betacf(a, b, x) == _betacf_reference(a, b, x)
+
+
+def test_rounded_propensities_equal_round() -> None:
+    from plaudit.bandit.api import _rounded
+
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [rng.random(500), np.ones(40), np.full(9, 0.005), [0.0, -0.0, 1e-7, 5e-7, 0.1234565]]
+    ).tolist()
+    rng.shuffle(values)
+    got, want = _rounded(values), [round(v, 6) for v in values]
+    assert [(v, math.copysign(1.0, v)) for v in got] == [(v, math.copysign(1.0, v)) for v in want]
+
+
+def _terms_reference(s: Any, f: Any) -> tuple[Any, Any, Any, Any]:
+    """`hierarchy.terms` without its all-have-data fast path (verbatim)."""
+    s = np.asarray(s, dtype=np.float64)
+    n = s + np.asarray(f, dtype=np.float64)
+    has = n > 0.0
+    safe = np.where(has, n, 1.0)
+    r = np.where(has, s / safe, 0.0)
+    return has.astype(np.float64), r, r * r, np.where(has, 1.0 / safe, 0.0)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_terms_equal_the_plain_code(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(0.0, 30.0, 40) * (rng.random(40) < 0.9)
+    f = rng.uniform(0.0, 30.0, 40) * (rng.random(40) < 0.9)
+    if seed % 2:
+        s, f = s + 0.5, f + 0.5  # every arm has data
+    for args in ((s, f), (float(s[0]), float(f[0])), (0.0, 0.0)):
+        got, want = hierarchy.terms(*args), _terms_reference(*args)
+        for a, b in zip(got, want, strict=True):
+            assert np.array_equal(a, b) and np.asarray(a).dtype == np.asarray(b).dtype

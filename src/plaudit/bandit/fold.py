@@ -177,7 +177,8 @@ def apply(
     all reach identical numbers. A select folds one of these per observation it has not seen,
     so only the columns that change are gathered and written back."""
     index, now, r = ob.index, ob.now, ob.r
-    gi = np.fromiter((glob.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+    # map() over the dict's lookup: the positions without a Python-level loop
+    gi = np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
     gcols = glob.cols
     # A labelled observation updates the global evidence without detection, which reads (and
     # changes) only these columns: gathering the detectors' columns too would be wasted.
@@ -186,7 +187,7 @@ def apply(
     c: dict[str, Any] | None = None
     ci = gi
     if ctx is not None:
-        ci = np.fromiter((ctx.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+        ci = np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
         c = {k: ctx.cols[k][ci] for k in _EV}
         res = observe(
             c,

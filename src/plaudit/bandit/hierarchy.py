@@ -44,6 +44,9 @@ def terms(s: Any, f: Any) -> tuple[Any, Any, Any, Any]:
     s = np.asarray(s, dtype=np.float64)
     n = s + np.asarray(f, dtype=np.float64)
     has = n > 0.0
+    if n.ndim and has.all():  # every arm has data here (the usual case): no selections
+        r = s / n
+        return np.ones(n.shape), r, r * r, 1.0 / n
     safe = np.where(has, n, 1.0)
     r = np.where(has, s / safe, 0.0)
     return has.astype(np.float64), r, r * r, np.where(has, 1.0 / safe, 0.0)
