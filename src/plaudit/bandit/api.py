@@ -409,7 +409,7 @@ class Bandit:
                     updates = stored.payload["updates"]
                     payload["missed"] = stored.payload.get("missed", [])
             else:
-                meta = w.tx.fetchone(
+                meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
                     "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
                     "FROM bandit_meta WHERE one = 1"
                 )
