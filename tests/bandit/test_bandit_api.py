@@ -411,3 +411,24 @@ def _observation_event_id(pl: Plaudit, run_id: str) -> str:
         if ev.payload["run_id"] == run_id:
             return ev.id
     raise AssertionError("no observation event")
+
+
+def test_a_settings_change_from_another_handle_applies_to_the_next_observe(
+    db_url: str, arms
+) -> None:
+    """`observe` keeps the parsed settings between calls, keyed by the settings' position in
+    the log: a change made through another handle (or process) must apply at once."""
+    with Plaudit.open(db_url) as a, Plaudit.open(db_url) as b:
+        a.bandit.register(arms)
+        first = a.bandit.select(token_budget=8000, seed=1)
+        assert not a.bandit.observe(first.run_id, OUTPUT, error="boom").updated  # cached now
+        b.bandit.configure(update_on_error=True)
+        second = a.bandit.select(token_budget=8000, seed=2)
+        assert a.bandit.observe(second.run_id, OUTPUT, error="boom").updated
+        a.bandit.configure(update_on_error=False)
+        third = b.bandit.select(token_budget=8000, seed=3)
+        assert not b.bandit.observe(third.run_id, OUTPUT, error="boom").updated
+        b.bandit.configure(phase="passive")
+        fourth = a.bandit.select(token_budget=8000, seed=4)
+        assert fourth.phase == "passive"
+        assert not a.bandit.observe(fourth.run_id, OUTPUT).updated

@@ -147,3 +147,26 @@ def test_an_observers_own_cache_stays_exact(plan: list[Any]) -> None:
                     want = _state(fresh)
                 assert _state(a) == want
                 assert _state(b) == want
+
+
+def test_an_observer_folds_its_own_checkpoint_without_reading_it_back(monkeypatch: Any) -> None:
+    """The observation that completes a checkpoint is folded into its writer's cache like any
+    other (the checkpoint wrote the same values), so a lone writer never reads rows back; and
+    its cache stays exactly where a fresh reader is."""
+    from plaudit.bandit.posteriors import PosteriorCache
+
+    def refuse(*_: Any) -> None:
+        raise AssertionError("the cache read back rows its own checkpoint wrote")
+
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "s.db")
+        with Plaudit.open(db) as p:
+            p.bandit.register([{"id": x, "tokens": 100} for x in IDS])
+            p.bandit.posteriors()  # the cache holds the global scope from here on
+            monkeypatch.setattr(PosteriorCache, "_changed_since", refuse)
+            for i in range(2 * CHECKPOINT_EVERY + 3):
+                label = LABELS[i % 3]
+                sel = p.bandit.select(token_budget=250, context=label, seed=i)
+                p.bandit.observe(sel.run_id, "a.py debugging" if i % 4 else "", [])
+                with Plaudit.open(db) as fresh:
+                    assert _state(p) == _state(fresh)

@@ -101,6 +101,20 @@ def _excluded(
     return [ids[i] for i in np.flatnonzero(~included)]
 
 
+def _rounded(values: list[float]) -> list[float]:
+    """`round(v, 6)` of each value. A run's propensities take few distinct values (1 for the
+    core, the exploration chances), and Python's correctly rounded `round` costs about a
+    microsecond a call, so each distinct value is rounded once."""
+    seen: dict[float, float] = {}
+    out = []
+    for v in values:
+        r = seen.get(v)
+        if r is None or v == 0.0:  # 0.0 and -0.0 are one key but round to themselves
+            r = seen[v] = round(v, 6)
+        out.append(r)
+    return out
+
+
 def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) -> float | None:
     return cfg.miss_cost(int(tokens.sum()), budget)
 
@@ -117,6 +131,9 @@ class Bandit:
         self.p = plaudit
         self._ready = False
         self._cache = posteriors.PosteriorCache()
+        #: The parsed settings and the `bandit_meta.config_seq` they were read at (see
+        #: `_config_at`).
+        self._settings: tuple[int, cfgmod.BanditConfig] | None = None
 
     # -- plumbing ----------------------------------------------------------------------
     def _ensure(self) -> None:
@@ -129,6 +146,19 @@ class Bandit:
         self._ensure()
         with self.p.backend.read() as tx:
             return load_config(tx)
+
+    def _config_at(self, tx: Any, config_seq: int) -> cfgmod.BanditConfig:
+        """The settings `tx` sees, given the `bandit_meta.config_seq` it read: parsed again
+        only when that moved. Every settings event moves it (whichever process or handle
+        appends it, and a rebuild replays the same events to the same positions), so a
+        settings row is never taken for another; this saves reading and decoding the row
+        on every observation."""
+        held = self._settings
+        if held is not None and held[0] == config_seq:
+            return held[1]
+        cfg = load_config(tx)
+        self._settings = (config_seq, cfg)  # one assignment: threads see old or new, whole
+        return cfg
 
     def configure(self, changes: Mapping[str, Any] | None = None, **kw: Any) -> cfgmod.BanditConfig:
         """Change settings (see `BanditConfig`); recorded as an event, so replay honours it."""
@@ -233,7 +263,7 @@ class Bandit:
             included_ids = cache.registry.id_array[inc].tolist()
         else:
             included_ids = [ids[i] for i in inc.tolist()]
-        p_inc = [round(x, 6) for x in probs[inc].tolist()]
+        p_inc = _rounded(probs[inc].tolist())
         payload: dict[str, Any] = {
             "context": context,
             "budget": token_budget,
@@ -325,15 +355,17 @@ class Bandit:
         self._ensure()
 
         def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
+            # the settings' position comes with the run, in one statement
             row = w.tx.fetchone(
-                "SELECT included, context, phase, session_id FROM bandit_runs WHERE run_id = ?",
+                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq "
+                "FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 WHERE r.run_id = ?",
                 (run_id,),
             )
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
-            cfg = load_config(w.tx)
+            cfg = self._config_at(w.tx, int(row[4]))
             registered = self._cache.registry.arms
             if any(a not in registered for a in included):
                 registered = self._registered(w.tx, included)
@@ -377,7 +409,7 @@ class Bandit:
                     updates = stored.payload["updates"]
                     payload["missed"] = stored.payload.get("missed", [])
             else:
-                meta = w.tx.fetchone(
+                meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
                     "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
                     "FROM bandit_meta WHERE one = 1"
                 )

@@ -321,6 +321,9 @@ class InventoryIndex:
         for n in names:
             found.update(self.tools.get(n, ()))
         both = text + "\n" + calls_text
+        # The output and the calls prepared once for every candidate arm: each `_Text` keeps
+        # the words and paths it has split, which per arm made this quadratic at 1,000 arms.
+        texts = (_Text(text), _Text(calls_text))
         if self.skills:
             words = {w.lower() for w in _WORD.findall(both)}
             for w in words & self.skills.keys():
@@ -329,13 +332,13 @@ class InventoryIndex:
         found.update(
             a
             for a, c in self.odd
-            if (a not in self.shared) and is_referenced(a, c, text, calls_text, names)
+            if (a not in self.shared) and is_referenced(a, c, text, calls_text, names, texts=texts)
         )
         if self.files:
             for token in {t.replace("\\", "/").rstrip(".") for t in _PATHISH.findall(both)}:
                 for arm_id, content in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
                     if arm_id not in found and is_referenced(
-                        arm_id, content, text, calls_text, names
+                        arm_id, content, text, calls_text, names, texts=texts
                     ):
                         found.add(arm_id)
         if self.memories is not None:

@@ -144,15 +144,29 @@ def update(
     if not (ds.enabled and detect):
         out["s"], out["f"] = s + r, f + (1.0 - r)
         return Step(out, none, none)
-    p0 = np.clip((s + 0.5) / (s + f + 1.0), 0.005, 0.995)
+    # np.minimum/np.maximum rather than np.clip: the same values, half the call overhead
+    p0 = np.minimum(np.maximum((s + 0.5) / (s + f + 1.0), 0.005), 0.995)
     p_up = np.minimum(0.95, np.maximum(2.0 * p0, p0 + 0.2))
     p_dn = p0 / 4.0
     active = (s + f) >= MIN_EVIDENCE
     gu, su, fu = _cusum(st["gu"], st["su"], st["fu"], _llr(r, p0, p_up), r)
     gd, sd, fd = _cusum(st["gd"], st["sd"], st["fd"], _llr(r, p0, p_dn), r)
-    gu, gd = np.where(active, gu, 0.0), np.where(active, gd, 0.0)
+    all_active = bool(active.all())
+    if not all_active:
+        gu, gd = np.where(active, gu, 0.0), np.where(active, gd, 0.0)
     up, dn = gu > ds.rise_threshold, gd > ds.drop_threshold
     changed = up | dn
+    if s.ndim and not changed.any():
+        # The usual case: no alarm. The same values as the general path below, without the
+        # selections that an alarm would make (a dozen small array operations per call,
+        # which at tens of arms cost more than the arithmetic).
+        if not all_active:
+            idle = ~active
+            su, fu = np.where(idle, 0.0, su), np.where(idle, 0.0, fu)
+            sd, fd = np.where(idle, 0.0, sd), np.where(idle, 0.0, fd)
+        out.update(gu=gu, su=su, fu=fu, gd=gd, sd=sd, fd=fd)
+        out["s"], out["f"] = s + r, f + (1.0 - r)
+        return Step(out, changed, changed.copy())
     # the CUSUM segment (it already holds this observation), refined from the outcome bits
     seg_s = np.where(up, su, sd)
     seg_f = np.where(up, fu, fd)

@@ -143,6 +143,8 @@ _INTS = frozenset({"pulls", "hits", "last_index", "last_ts", "hist"})
 
 
 _EV = (*evidence.FIELDS, "hist")
+#: The columns `evidence.update` reads and writes when it does not detect changes.
+_UNDETECTED = ("s", "f", "hn", "hist")
 _CTX_ZERO = (*hierarchy.SUMS, "mv_from", "mv_until")
 
 
@@ -175,14 +177,17 @@ def apply(
     all reach identical numbers. A select folds one of these per observation it has not seen,
     so only the columns that change are gathered and written back."""
     index, now, r = ob.index, ob.now, ob.r
-    gi = np.fromiter((glob.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+    # map() over the dict's lookup: the positions without a Python-level loop
+    gi = np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
     gcols = glob.cols
-    g = {k: gcols[k][gi] for k in _EV}
+    # A labelled observation updates the global evidence without detection, which reads (and
+    # changes) only these columns: gathering the detectors' columns too would be wasted.
+    g = {k: gcols[k][gi] for k in (_EV if ctx is None else _UNDETECTED)}
     sums = {k: gcols[k][gi] for k in hierarchy.SUMS}
     c: dict[str, Any] | None = None
     ci = gi
     if ctx is not None:
-        ci = np.fromiter((ctx.pos[a] for a in ob.arms), np.int64, len(ob.arms))
+        ci = np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
         c = {k: ctx.cols[k][ci] for k in _EV}
         res = observe(
             c,
@@ -220,9 +225,9 @@ def apply(
                 ctx.cols[k][ci[fresh]] = 0.0
     for name, table, at, old, new in tables:
         cols = table.cols
-        for k in _EV:
-            if new[k] is not old[k]:  # evidence.update returns the fields it left as they were
-                cols[k][at] = new[k]
+        for k, v in new.items():
+            if v is not old[k]:  # evidence.update returns the fields it left as they were
+                cols[k][at] = v
         pulls = cols["pulls"][at] + 1.0
         cols["pulls"][at] = pulls
         cols["hits"][at] += r

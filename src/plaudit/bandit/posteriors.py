@@ -124,23 +124,35 @@ class PosteriorCache:
         updates nothing), with `meta` the bandit_meta row its transaction left, if the cache
         reflects exactly the state before it and holds every row it changes. Otherwise leave
         it to the next `refresh`, which reads what it needs in its own snapshot. Call with
-        `lock` held."""
+        `lock` held.
+
+        When `ob` itself completed a checkpoint (`ckpt == index`), the cache folds it too: the
+        checkpoint folded the same observations into the same stored rows with the same
+        arithmetic (`fold.apply`), so the rows it wrote are the values the cache then holds,
+        and the next `refresh` need not read them back (at 1,000 arms, thousands of rows
+        every `CHECKPOINT_EVERY` observations)."""
         index, now, marks, ckpt = (
             int(meta[0]),
             int(meta[1]),
             (int(meta[2]), int(meta[3])),
             int(meta[4]),
         )
-        if marks != self._marks or ckpt != self.ckpt or self.folded != index - 1:
+        if (
+            marks != self._marks
+            or ckpt not in (self.ckpt, index)
+            or self.folded != index - 1
+            or self.ckpt >= index
+        ):
             return  # another writer, a checkpoint or a new registry came between
         if ob is not None:
             names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
             tables = [self.tables.get(n) for n in names]
-            if any(t is None or not all(a in t.pos for a in ob.arms) for t in tables):
+            if any(t is None or not t.pos.keys() >= set(ob.arms) for t in tables):
                 return  # a row the cache has not loaded: only a snapshot read may load it
             fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
         self.folded = self.obs_index = index
         self.now = now
+        self.ckpt = ckpt
 
     def _apply(self, tx: Tx, ob: fold.Pending) -> None:
         glob = self._table(tx, GLOBAL)

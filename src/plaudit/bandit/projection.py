@@ -22,6 +22,7 @@ wall clock, so a rebuild reproduces the same numbers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -205,10 +206,13 @@ class BanditProjection:
 
     # -- folding --------------------------------------------------------------------------
     def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
-        cfg = load_config(tx)
+        # The settings are read only when an event needs them (a config change, or the
+        # observation that completes a checkpoint): most batches are one run or one
+        # observation, and neither needs them, so the read is not paid per append.
+        cfg: cfgmod.BanditConfig | None = None
         for ev in events:
             if ev.type == CONFIG_V1:
-                cfg = self._config(tx, ev, cfg)
+                cfg = self._config(tx, ev, load_config(tx) if cfg is None else cfg)
             elif ev.type == ARMS_V1:
                 self._arms(tx, ev)
             elif ev.type == RUN_V1:
@@ -216,7 +220,7 @@ class BanditProjection:
             elif ev.type == RUN_V2:
                 self._run_v2(tx, ev)
             elif ev.type == OBSERVATION_V1:
-                self._observation(tx, ev, cfg)
+                cfg = self._observation(tx, ev, cfg)
             # other plaudit.bandit.* types are left to future versions
 
     def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
@@ -284,11 +288,18 @@ class BanditProjection:
             ),
         )
 
-    def _observation(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> None:
+    def _observation(
+        self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig | None
+    ) -> cfgmod.BanditConfig | None:
+        """Record one observation; `cfg` is the settings in force if already read (else
+        None). Returns the settings, read here if a checkpoint needed them."""
         p = _decode(ev, _ObservationPayload)
         # Misses (arms the run left out that its output references) fold as successes.
         rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
-        row = tx.fetchone("SELECT obs_index, last_ts, pending FROM bandit_meta WHERE one = 1")
+        row = tx.fetchone(
+            "SELECT obs_index, last_ts, pending, arms_seq, config_seq, ckpt_index "
+            "FROM bandit_meta WHERE one = 1"
+        )
         assert row is not None
         index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)
         updates = p.updates and bool(rewards)
@@ -312,8 +323,12 @@ class BanditProjection:
                     "".join("1" if rewards[a] else "0" for a in arm_ids),
                 ),
             )
+        ckpt = int(row[5])
         if pending >= CHECKPOINT_EVERY:
+            if cfg is None:
+                cfg = load_config(tx)
             checkpoint(tx, cfg)
+            ckpt = index
             tx.execute(
                 "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, ckpt_index = ?, pending = 0 "
                 "WHERE one = 1",
@@ -324,6 +339,27 @@ class BanditProjection:
                 "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, pending = ? WHERE one = 1",
                 (index, now, pending),
             )
+        _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
+        return cfg
+
+
+#: Per thread: (tx, observation id, the bandit_meta row its recording left), for `written_meta`.
+_written = threading.local()
+
+
+def written_meta(tx: Tx, event_id: str) -> tuple[int, int, int, int, int] | None:
+    """The bandit_meta row (obs_index, last_ts, arms_seq, config_seq, ckpt_index) that
+    recording observation `event_id` left in `tx`, if it is the last observation this thread
+    recorded; else None (then read the row). An observer appends its observation alone, so
+    the row is still as the projection left it when the append returns, and reading it back
+    would be one more statement per observe. A catch-up inside the append (a projection
+    behind the log) applies other events first, never after."""
+    got = getattr(_written, "meta", None)
+    _written.meta = None  # taken once: the transaction is not kept alive by this thread
+    if got is None or got[0] is not tx or got[1] != event_id:
+        return None
+    meta: tuple[int, int, int, int, int] = got[2]
+    return meta
 
 
 def pending_since(tx: Tx, after: int) -> list[fold.Pending]:
