@@ -64,7 +64,7 @@ class Case:
     """One open, warmed store and the timings collected from it."""
 
     def __init__(self, db: str, n: int, binding: bool, warm: int, durability: str) -> None:
-        self.n, self.binding = n, binding
+        self.db, self.n, self.binding = db, n, binding
         arms = inventory(n)
         self.budget = 30 * 1000 if binding else sum(int(a["tokens"]) for a in arms) + 1000
         self.rng = np.random.default_rng(1)
@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                 case.round(r, args.n)
             print(f"  round {r + 1}/{args.rounds}", file=sys.stderr, flush=True)
         for case in cases:
+            if case.db.startswith("postgres"):
+                case.p.backend.drop_schema()  # its own schema, made above: leave nothing behind
             case.p.close()
     load1 = os.getloadavg()[0]
     wall, cpu = time.perf_counter() - t_start, time.process_time() - c_start
