@@ -160,7 +160,7 @@ class Connection:
 
     The generator shares the machine's two cores with the server it measures, so every CPU
     millisecond it spends is one the server does not get. A general client (httpx) spent about
-    3.7 CPU-ms per request here, as much as the server; this one speaks only what the benchmark
+    3.9 CPU-ms per request here, as much as the server; this one speaks only what the benchmark
     needs (a JSON POST, a Content-Length reply) and spends a fraction of that.
     """
 
@@ -212,15 +212,10 @@ class Pool:
 
     async def post(self, path: str, payload: dict[str, Any], timeout: float) -> tuple[int, Any]:
         conn = await self.idle.get()
-        try:
+        try:  # a failed or timed-out request closes its own connection (`Connection.post`)
             status, data = await asyncio.wait_for(
                 conn.post(path, msgspec.json.encode(payload)), timeout
             )
-        except BaseException:
-            if conn.writer is not None:
-                conn.writer.close()
-                conn.writer = None
-            raise
         finally:
             self.idle.put_nowait(conn)
         return status, msgspec.json.decode(data) if status == 200 else data

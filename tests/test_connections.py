@@ -112,27 +112,3 @@ def test_processes_opening_a_new_sqlite_file_at_once_all_get_in(tmp_path) -> Non
             assert proc.returncode == 0, err.decode()[-2000:]
         with Plaudit.open(db) as p:
             assert len(p.log) == 6 and p.log.verify().ok
-
-
-def test_read_row_sees_each_commit_and_leaves_no_transaction_open(db_url: str) -> None:
-    """`Backend.read_row`: one statement in a snapshot of its own (no BEGIN/ROLLBACK)."""
-    with Plaudit.open(db_url) as p, Plaudit.open(db_url) as other:
-        b = p.backend
-        with b.write() as tx:
-            tx.execute("CREATE TABLE read_row_t (k INTEGER PRIMARY KEY, v TEXT)")
-            tx.execute("INSERT INTO read_row_t (k, v) VALUES (1, 'one')")
-        assert b.read_row("SELECT v FROM read_row_t WHERE k = ?", (1,)) == ("one",)
-        assert b.read_row("SELECT v FROM read_row_t WHERE k = ?", (2,)) is None
-        assert b._idle(b.connection())  # nothing left open on this thread's connection
-
-        # Each call is a new snapshot: another handle's commit is seen by the next call.
-        with other.backend.write() as tx:
-            tx.execute("UPDATE read_row_t SET v = 'uno' WHERE k = 1")
-        assert b.read_row("SELECT v FROM read_row_t WHERE k = 1") == ("uno",)
-
-        # Inside a write it reads that write's own view, uncommitted rows included.
-        with b.write() as tx:
-            tx.execute("INSERT INTO read_row_t (k, v) VALUES (2, 'two')")
-            assert b.read_row("SELECT v FROM read_row_t WHERE k = 2") == ("two",)
-            assert other.backend.read_row("SELECT v FROM read_row_t WHERE k = 2") is None
-        assert other.backend.read_row("SELECT count(*) FROM read_row_t") == (2,)

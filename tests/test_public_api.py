@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import plaudit
 from plaudit import errors
 
@@ -104,8 +106,6 @@ def test_the_main_handles_keep_their_documented_methods(tmp_path) -> None:
 
 
 def test_a_path_given_to_the_constructor_says_to_use_open(tmp_path) -> None:
-    import pytest
-
     with pytest.raises(TypeError, match=r"Plaudit\.open\("):
         plaudit.Plaudit(str(tmp_path / "x.db"))  # type: ignore[arg-type]
     assert not (tmp_path / "x.db").exists()

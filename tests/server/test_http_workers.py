@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import httpx2
@@ -45,7 +46,7 @@ def workers_of(pid: int) -> dict[int, float]:
     return found
 
 
-def wait_for_workers(pid: int, n: int, *, other_than: set[int] = frozenset()) -> dict[int, float]:
+def wait_for_workers(pid: int, n: int, *, other_than: Collection[int] = ()) -> dict[int, float]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         found = workers_of(pid)

@@ -287,17 +287,6 @@ class Backend(ABC):
     def read(self) -> Iterator[Tx]:
         """A consistent read-only snapshot."""
 
-    def read_row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The first row of one read-only statement, in a snapshot of its own.
-
-        For a read that is a single statement (a projection checking whether it moved, on
-        every call of a hot path), a transaction around it buys nothing: one statement sees
-        one consistent snapshot on both backends. Without it, PostgreSQL takes one round trip
-        instead of three (BEGIN, the statement, ROLLBACK). Inside a write it reads that
-        write's view, as `read()` does (`tests/test_connections.py`)."""
-        with self.read() as tx:
-            return tx.fetchone(sql, params)
-
     @contextmanager
     def read_elsewhere(self) -> Iterator[Tx]:
         """A read snapshot on a new connection of its own, for work in another thread."""

@@ -645,13 +645,6 @@ class PostgresBackend(Backend):
         with self._read_on(conn) as tx:
             yield tx
 
-    def read_row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        conn = self.connection()
-        if not self._idle(conn):  # inside a write (or a read): its view
-            return PostgresTx(conn).fetchone(sql, params)
-        with _translated():  # autocommit: the statement is its own transaction
-            return conn.execute(_translate(sql), params or None).fetchone()
-
     @contextmanager
     def _read_on(self, conn: Any) -> Iterator[PostgresTx]:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")

@@ -268,11 +268,6 @@ class SqliteBackend(Backend):
         with self._read_on(conn) as tx:
             yield tx
 
-    def read_row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        # Outside a transaction the statement runs in one of its own (autocommit), which
-        # reads one snapshot; inside a write it reads that write's view.
-        return SqliteTx(self.connection()).fetchone(sql, params)
-
     @contextmanager
     def _read_on(self, conn: sqlite3.Connection) -> Iterator[SqliteTx]:
         conn.execute("BEGIN DEFERRED")
