@@ -50,7 +50,7 @@ def wait_for_workers(pid: int, n: int, *, other_than: Collection[int] = ()) -> d
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         found = workers_of(pid)
-        if len(found) == n and not (set(found) & other_than):
+        if len(found) == n and not set(found).intersection(other_than):
             return found
         time.sleep(0.05)
     raise AssertionError(f"expected {n} workers, found {workers_of(pid)}")
