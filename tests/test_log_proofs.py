@@ -209,6 +209,56 @@ def test_without_a_key_postgres_goes_without_automatic_checkpoints(
     assert KEY_ENV in capsys.readouterr().err
 
 
+def test_the_key_is_loaded_ahead_of_the_first_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the last tenth before the first count-triggered checkpoint, a thread loads the
+    key, so the append that signs does not pay for it; before that, nothing is loaded."""
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    db = str(tmp_path / "ahead.db")
+    with Plaudit.open(db, checkpoint_every=100, checkpoint_seconds=0) as p:
+        ck = p.log.checkpointer
+        p.log.append_batch([ev(i) for i in range(1, 85)])
+        assert ck._key is None and not Path(db + ".key").exists()
+        p.log.append(ev(95))  # size 85: not yet within a tenth of 100
+        assert ck._key is None
+        p.log.append_batch([ev(i) for i in range(85, 95)])  # size 95
+        p.log.append(ev(96))
+        deadline = time.monotonic() + 10
+        while ck._key is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ck._key is not None and Path(db + ".key").exists()
+        assert p.log.latest_checkpoint() is None  # loaded, not signed
+        p.log.append_batch([ev(i) for i in range(97, 101)])
+        assert p.log.latest_checkpoint() is not None
+        assert p.log.verify(full=True).ok
+
+
+def test_prepare_loads_the_key_unless_checkpoints_are_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    off = str(tmp_path / "off.db")
+    with Plaudit.open(off, checkpoint_every=0, checkpoint_seconds=0) as p:
+        p.log.checkpointer.prepare()
+        assert p.log.checkpointer._key is None and not Path(off + ".key").exists()
+    on = str(tmp_path / "on.db")
+    with Plaudit.open(on) as p:
+        p.log.checkpointer.prepare()
+        assert p.log.checkpointer._key is not None and Path(on + ".key").exists()
+
+
+def test_prepare_without_a_postgres_key_turns_checkpoints_off_quietly(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with Plaudit.open(pg_url) as p:
+        p.log.checkpointer.prepare()
+        assert p.log.checkpointer._no_key is not None
+        p.log.append(ev(1))
+        assert p.log.latest_checkpoint() is None
+
+
 def test_a_missing_key_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = str(tmp_path / "p.db")
     with Plaudit.open(db) as p:

@@ -225,6 +225,21 @@ _PIECES = st.sampled_from(
 )
 
 
+_INVENTORY: dict[str, str | None] = {
+    "tool:exec:Bash": None,
+    "tool:fs:Read": None,
+    "skill:legal:main": None,
+    "skill:go:main": None,
+    "skill:x-y:main": None,
+    "file:workspace:README.md": None,
+    "file:workspace:docs/guide.md": None,
+    "file:src:app": "src/app.py",
+    "file:odd:my notes.txt": None,
+    "memory:project:deploys": "Deploys go through the canary stage and need two approvals.",
+    "section:system:instructions": None,
+}
+
+
 @settings(max_examples=200, deadline=None)
 @given(pieces=st.lists(_PIECES, max_size=8), calls=st.lists(_NAMES, max_size=3))
 def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
@@ -232,19 +247,7 @@ def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
     the per-arm rules give (sections aside: they are referenced only when included)."""
     from plaudit.bandit.detect import InventoryIndex
 
-    arms = {
-        "tool:exec:Bash": None,
-        "tool:fs:Read": None,
-        "skill:legal:main": None,
-        "skill:go:main": None,
-        "skill:x-y:main": None,
-        "file:workspace:README.md": None,
-        "file:workspace:docs/guide.md": None,
-        "file:src:app": "src/app.py",
-        "file:odd:my notes.txt": None,
-        "memory:project:deploys": "Deploys go through the canary stage and need two approvals.",
-        "section:system:instructions": None,
-    }
+    arms = dict(_INVENTORY)
     text = "".join(pieces) + (" my notes.txt" if len(pieces) % 3 == 0 else "")
     tool_calls = [{"name": n, "file_path": n} for n in calls]
     expected = {
@@ -253,6 +256,34 @@ def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
         if hit and not a.startswith("section:")
     }
     assert InventoryIndex(arms).referenced(text, tool_calls) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(_PIECES | st.sampled_from(["café go ", "docs/guide.md ü", "GO\n"]), max_size=8),
+    calls=st.lists(_NAMES, max_size=3),
+    chosen=st.lists(st.integers(0, 13), max_size=14, unique=True),
+    other_content=st.booleans(),
+)
+def test_the_index_answers_for_included_arms_as_the_per_arm_rules(
+    pieces, calls, chosen, other_content
+) -> None:
+    """`InventoryIndex.included` (one scan of the output, used by observe for large runs)
+    gives each included arm exactly what `referenced_arms` gives: sections, skills sharing a
+    category word, arms the index does not hold and arms whose content differs from the
+    index's are left to the per-arm rules."""
+    from plaudit.bandit.detect import InventoryIndex
+
+    inventory = {**_INVENTORY, "skill:go:other": None}  # "go" now names two skills
+    unheld = {"tool:exec:Read": None, "file:ws:data.py": None}
+    every = list(inventory) + list(unheld)
+    included = {every[i]: {**inventory, **unheld}[every[i]] for i in chosen}
+    if other_content and "file:src:app" in included:
+        included["file:src:app"] = "README.md"  # not what the index was built with
+    text = "".join(pieces)
+    tool_calls = [{"name": n, "file_path": n} for n in calls]
+    index = InventoryIndex(inventory)
+    assert index.included(included, text, tool_calls) == referenced_arms(included, text, tool_calls)
 
 
 def test_a_category_word_shared_by_several_skills_is_no_miss() -> None:

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 MAX_OUTPUT_CHARS = 16 << 20
+#: Included arms from which observe reads references through the inventory's index (one
+#: scan of the output) rather than arm by arm, when it does not search for misses anyway.
+_INDEXED_FROM = 64
 MAX_TOOL_CALLS = 10_000
 MAX_BUDGET = 100_000_000
 _LABEL_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
@@ -366,16 +369,23 @@ class Bandit:
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = self._config_at(w.tx, int(row[4]))
-            registered = self._cache.registry.arms
+            cached = registered = self._cache.registry.arms
             if any(a not in registered for a in included):
                 registered = self._registered(w.tx, included)
-            found = referenced_arms(
-                {a: registered[a].content if a in registered else None for a in included},
-                output_text,
-                calls,
-            )
-            rewards = {arm_id: int(found[arm_id]) for arm_id in included}
+            contents = {a: registered[a].content if a in registered else None for a in included}
             updates = phase == "active" and (error is None or cfg.update_on_error)
+            # One scan of the output through the inventory's index answers both questions
+            # (which included arms it references, which left-out ones it fetched) when the
+            # miss search runs anyway or the run included many arms; per-arm rules otherwise.
+            seek_misses = updates and cfg.learn_from_misses and bool(output_text or calls)
+            everywhere: set[str] | None = None
+            if registered is cached and (seek_misses or len(included) > _INDEXED_FROM):
+                index = inventory_index(cached)
+                everywhere = index.referenced(output_text, calls)
+                found = index.included(contents, output_text, calls, everywhere)
+            else:
+                found = referenced_arms(contents, output_text, calls)
+            rewards = {arm_id: int(found[arm_id]) for arm_id in included}
             payload = {
                 "run_id": run_id,
                 "context": context,
@@ -386,12 +396,12 @@ class Bandit:
                 "error": error,
                 "input_digest": digest,
             }
-            if updates and cfg.learn_from_misses and (output_text or calls):
+            if seek_misses:
                 # registered arms the run left out but its output references: the agent
                 # fetched them, so the run needed them (a success; see docs/bandit.md)
-                missed = inventory_index(self._cache.registry.arms).referenced(
-                    output_text, calls
-                ) - set(included)
+                if everywhere is None:
+                    everywhere = inventory_index(cached).referenced(output_text, calls)
+                missed = everywhere - set(included)
                 if missed:
                     payload["missed"] = sorted(missed)
             oid = _observation_id(run_id)

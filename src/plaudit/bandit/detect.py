@@ -256,6 +256,7 @@ def referenced_arms(
 
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
+_NOT_HELD = object()
 _PATHISH = re.compile(r"[A-Za-z0-9_.\-/\\]+")
 
 
@@ -278,22 +279,32 @@ class InventoryIndex:
         self.skills: dict[str, list[str]] = {}
         #: categories with '.' or '-', file names with other characters: matched by their regex
         self.odd: list[tuple[str, str | None]] = []
-        self.files: dict[str, list[tuple[str, str | None]]] = {}
+        #: file arms by lower-case base name: (arm id, content, the lower-case keys of its
+        #: rule when every key is a plain ASCII path, else None: matched by the regex rule)
+        self.files: dict[str, list[tuple[str, str | None, tuple[str, ...] | None]]] = {}
         memories: list[tuple[str, str]] = []
+        #: every arm the index was built from, with its content: `included` trusts the index
+        #: only for these
+        self.held: dict[str, str | None] = dict(arms)
+        self._plain_skills: set[str] = set()
         for arm_id, content in arms.items():
             type_, category, name = arm_id.split(":", 2)
             if type_ == "tool":
                 self.tools.setdefault(name, []).append(arm_id)
             elif type_ == "skill":
-                if _WORD.fullmatch(category):
+                if _WORD.fullmatch(category) and category.isascii():
                     self.skills.setdefault(category.lower(), []).append(arm_id)
+                    self._plain_skills.add(arm_id)
                 else:
                     self.odd.append((arm_id, None))
             elif type_ == "file":
                 path = (content or name).replace("\\", "/")
                 base = path.rsplit("/", 1)[-1].lower()
                 if _PATHISH.fullmatch(base):
-                    self.files.setdefault(base, []).append((arm_id, content))
+                    keys = _rule(arm_id, content)[1]
+                    plain = tuple(k[1] for k in keys if k[1] is not None and k[3])
+                    entry = (arm_id, content, plain if len(plain) == len(keys) else None)
+                    self.files.setdefault(base, []).append(entry)
                 else:
                     self.odd.append((arm_id, content))
             elif type_ == "memory" and content:
@@ -309,6 +320,10 @@ class InventoryIndex:
             a
             for a in arms
             if a.startswith("skill:") and per_category[a.split(":", 2)[1].lower()] > 1
+        }
+        #: of those, the ones whose category is a plain word: its lower case
+        self.shared_words = {
+            a: a.split(":", 2)[1].lower() for a in self.shared if a in self._plain_skills
         }
 
     def referenced(
@@ -335,15 +350,65 @@ class InventoryIndex:
             if (a not in self.shared) and is_referenced(a, c, text, calls_text, names, texts=texts)
         )
         if self.files:
+            # For plain ASCII keys the rule is a lookup in the path components of the output
+            # and of the calls (`_Text.has`): split once here, not once per candidate arm.
+            ascii_ = texts[0].low is not None and texts[1].low is not None
+            paths = texts[0].paths() | texts[1].paths() if ascii_ else set()
             for token in {t.replace("\\", "/").rstrip(".") for t in _PATHISH.findall(both)}:
-                for arm_id, content in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
-                    if arm_id not in found and is_referenced(
-                        arm_id, content, text, calls_text, names, texts=texts
-                    ):
+                for arm_id, content, plain in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
+                    if arm_id in found:
+                        continue
+                    if ascii_ and plain is not None:
+                        if any(k in paths for k in plain):
+                            found.add(arm_id)
+                    elif is_referenced(arm_id, content, text, calls_text, names, texts=texts):
                         found.add(arm_id)
         if self.memories is not None:
             found |= self.memories.referenced(text)
         return found if among is None else found & among
+
+    def included(
+        self,
+        arms: Mapping[str, str | None],
+        text: str,
+        tool_calls: Sequence[Mapping[str, Any]],
+        found: set[str] | None = None,
+    ) -> dict[str, bool]:
+        """`referenced_arms` for a run's included arms, from one scan of the output.
+
+        `found` is `referenced(text, tool_calls)` if already computed (the miss search needs
+        it too). Per arm, the rules would cost a lookup or a regex for each of hundreds of
+        included arms; the index costs one pass over the output. What the index leaves out
+        is decided by the per-arm rules: sections (always referenced when included), skills
+        whose category word other skills share, and arms this index does not hold."""
+        if found is None:
+            found = self.referenced(text, tool_calls)
+        held, shared = self.held, self.shared
+        out: dict[str, bool] = {}
+        rest: dict[str, str | None] = {}
+        words: set[str] | None = None  # the output's and the calls' words, if both are ASCII
+        split = False
+        for a, c in arms.items():
+            if held.get(a, _NOT_HELD) != c or a.startswith("section:"):
+                rest[a] = c
+            elif a not in shared:
+                out[a] = a in found
+            else:
+                # A skill sharing its category word: the word rule, answered for all of them
+                # from one split of the output (plain ASCII words only, as `_Text.has`).
+                if not split:
+                    split = True
+                    out_text, calls_text = _Text(text), _Text(tool_call_text(tool_calls))
+                    if out_text.low is not None and calls_text.low is not None:
+                        words = out_text.words() | calls_text.words()
+                word = self.shared_words.get(a)
+                if word is None or words is None:
+                    rest[a] = c
+                else:
+                    out[a] = word in words
+        if rest:
+            out.update(referenced_arms(rest, text, tool_calls))
+        return out
 
 
 #: recent registries' indexes, newest last: (registry mapping, its index); a process may hold

@@ -147,7 +147,8 @@ class PosteriorCache:
         if ob is not None:
             names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
             tables = [self.tables.get(n) for n in names]
-            if any(t is None or not t.pos.keys() >= set(ob.arms) for t in tables):
+            need = set(ob.arms)
+            if any(t is None or not t.pos.keys() >= need for t in tables):
                 return  # a row the cache has not loaded: only a snapshot read may load it
             fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
         self.folded = self.obs_index = index

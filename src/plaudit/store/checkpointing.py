@@ -107,6 +107,8 @@ class Checkpointer:
         # the witnesses only once that transaction has committed.
         self._pending: dict[int, list[Checkpoint]] = {}
         self._lock = threading.Lock()
+        self._preparing = False
+        self._key_lock = threading.Lock()
 
     # -- the key --------------------------------------------------------------------------
     @property
@@ -118,7 +120,11 @@ class Checkpointer:
         from plaudit.store.keys import load_or_create_key
 
         if self._key is None:
-            self._key = load_or_create_key(self.store_path, self._env, configured=self._configured)
+            with self._key_lock:  # `prepare` may be loading it on another thread
+                if self._key is None:
+                    self._key = load_or_create_key(
+                        self.store_path, self._env, configured=self._configured
+                    )
         return self._key
 
     def existing_key(self) -> LogKey | None:
@@ -138,6 +144,36 @@ class Checkpointer:
             self._key = load_signing_key(str(key_path_for(path)))
         return self._key
 
+    def prepare(self) -> None:
+        """Load (or create) the signing key now, if automatic checkpoints are on.
+
+        The first signature otherwise pays for importing `cryptography` and reading or making
+        the key file inside some append's transaction: 60 to 90 ms on one request of a server
+        that had answered every other within 15 ms. A server calls this at start-up; a
+        long-lived writer gets it from `maybe_sign`, on a thread of its own, shortly before the
+        first checkpoint is due. A store without a key is left as `maybe_sign` would leave it."""
+        if (not self.every and not self.seconds) or self._key is not None or self._no_key:
+            return
+        try:
+            self.key()
+        except ConfigError as exc:
+            self._no_key = str(exc)
+            _log.warning("automatic checkpoints are off for %s: %s", self.backend.url, exc)
+        except PlauditError as exc:  # e.g. an unreadable key file: the signing will say so
+            _log.warning("could not load the signing key of %s ahead: %s", self.backend.url, exc)
+
+    def _prepare_ahead(self, head: HeadState, size: int) -> None:
+        """Start `prepare` on a thread once the first count-triggered checkpoint is near."""
+        if self._key is not None or self._no_key is not None or self._preparing or not self.every:
+            return
+        if size - head.checkpoint_size < self.every - self.every // 10:
+            return
+        with self._lock:
+            if self._preparing:
+                return
+            self._preparing = True
+        threading.Thread(target=self.prepare, name="plaudit-key", daemon=True).start()
+
     # -- signing in the sequencing transaction --------------------------------------------
     def due(self, head: HeadState, size: int, now_ms: int) -> bool:
         if size <= head.checkpoint_size:
@@ -148,7 +184,10 @@ class Checkpointer:
 
     def maybe_sign(self, tx: Tx, head: HeadState, size: int, root: bytes, now_ms: int) -> None:
         """Sign a checkpoint when one is due; a store without a key just goes without."""
-        if (not self.every and not self.seconds) or not self.due(head, size, now_ms):
+        if not self.every and not self.seconds:
+            return
+        if not self.due(head, size, now_ms):
+            self._prepare_ahead(head, size)
             return
         if self._no_key is not None:
             return
