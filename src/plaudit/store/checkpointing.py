@@ -155,7 +155,12 @@ class Checkpointer:
         if (not self.every and not self.seconds) or self._key is not None or self._no_key:
             return
         try:
-            self.key()
+            key = self.key()
+            # The first signature loads the rest of the signing path (the checkpoint module,
+            # OpenSSL's Ed25519 code): pay for that here too, on a throw-away message.
+            from plaudit.store.checkpoints import sign_checkpoint
+
+            sign_checkpoint(key, 0, bytes(32), 0)
         except ConfigError as exc:
             self._no_key = str(exc)
             _log.warning("automatic checkpoints are off for %s: %s", self.backend.url, exc)
