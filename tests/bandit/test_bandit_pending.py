@@ -6,6 +6,7 @@ the previous projection version migrates."""
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from plaudit import Plaudit
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig
 from plaudit.bandit.memory import MemoryLearner
-from plaudit.bandit.projection import CHECKPOINT_EVERY
+from plaudit.bandit.projection import CHECKPOINT_EVERY, CHECKPOINT_LIMIT
 from plaudit.events import make_event
 
 IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
@@ -52,7 +53,7 @@ def _state(p: Plaudit) -> dict[Any, list[tuple[float, float, int]]]:
     }
 
 
-@given(steps=st.lists(step, min_size=1, max_size=3 * CHECKPOINT_EVERY + 3))
+@given(steps=st.lists(step, min_size=1, max_size=CHECKPOINT_LIMIT + CHECKPOINT_EVERY))
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -97,7 +98,7 @@ def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
     db = str(tmp_path / "v3.db")
     with Plaudit.open(db) as p:
         p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
-        for i in range(CHECKPOINT_EVERY + 5):
+        for i in range(CHECKPOINT_LIMIT + 5):  # appended directly: checkpoints at the limit
             _observe(p, i, LABELS[i % 3], [True] * 4, [i % 2 == 0, True, False, i % 3 == 0])
         want, table = _state(p), posterior_table(p)
         # the version 3 schema: no pending table, no checkpoint columns
@@ -170,3 +171,43 @@ def test_an_observer_folds_its_own_checkpoint_without_reading_it_back(monkeypatc
                 p.bandit.observe(sel.run_id, "a.py debugging" if i % 4 else "", [])
                 with Plaudit.open(db) as fresh:
                     assert _state(p) == _state(fresh)
+
+
+def test_observers_checkpoint_after_the_observe_on_a_thread_of_their_own(
+    db_url: str, posterior_table: Any, monkeypatch: Any
+) -> None:
+    """Once `CHECKPOINT_EVERY` observations are pending, the observer's trailing thread folds
+    them in a transaction of its own: no observe checkpoints inside its own transaction, the
+    pending rows stay near `CHECKPOINT_EVERY`, and what readers see equals a rebuild (which
+    checkpoints at the limit only)."""
+    import threading
+
+    from plaudit.bandit import projection
+
+    where: list[str] = []
+    real = projection.checkpoint
+
+    def spy(tx: Any, cfg: Any) -> None:
+        where.append(threading.current_thread().name)
+        real(tx, cfg)
+
+    monkeypatch.setattr(projection, "checkpoint", spy)
+    with Plaudit.open(db_url) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
+        most = 0
+        for i in range(3 * CHECKPOINT_EVERY + 5):
+            sel = p.bandit.select(token_budget=250, context=LABELS[i % 3], seed=i)
+            p.bandit.observe(sel.run_id, "a.py debugging" if i % 4 else "Bash", [])
+            with p.backend.read() as tx:
+                most = max(most, int(tx.scalar("SELECT COUNT(*) FROM bandit_pending")))
+        trailing = p.bandit._trailing
+        assert trailing is not None
+        deadline = time.monotonic() + 10
+        while trailing.runs < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert trailing.runs >= 3
+        assert where and set(where) == {"plaudit-bandit-checkpoint"}
+        assert most < CHECKPOINT_LIMIT
+        want = posterior_table(p)
+        p.rebuild()
+        assert posterior_table(p) == want

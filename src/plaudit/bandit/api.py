@@ -27,6 +27,7 @@ from plaudit.bandit.projection import (
 from plaudit.bandit.results import ArmStats, Observation, Selection
 from plaudit.bandit.savings import MAX_POINTS, _thin, summarise
 from plaudit.bandit.stats import confidence_tier, credible_intervals, mean, variance
+from plaudit.bandit.trailing import Trailing
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
@@ -137,8 +138,16 @@ class Bandit:
         #: The parsed settings and the `bandit_meta.config_seq` they were read at (see
         #: `_config_at`).
         self._settings: tuple[int, cfgmod.BanditConfig] | None = None
+        self._trailing: Trailing | None = None
 
     # -- plumbing ----------------------------------------------------------------------
+    def _checkpoint_soon(self) -> None:
+        """Fold the pending observations after this observe, on the trailing thread."""
+        if self._trailing is None:
+            self._trailing = Trailing(self.p.log)
+            self.p.backend.on_close.insert(0, self._trailing.close)
+        self._trailing.request()
+
     def _ensure(self) -> None:
         if not self._ready:
             self.p.log.ensure_projection("bandit")
@@ -445,6 +454,9 @@ class Bandit:
             # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.
             with self._cache.lock:
                 self._cache.advance(*after[0])
+            meta = after[0][1]
+            if int(meta[0]) - int(meta[4]) >= projection.CHECKPOINT_EVERY:
+                self._checkpoint_soon()
         return Observation(
             run_id=run_id,
             rewards=rewards,

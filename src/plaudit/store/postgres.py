@@ -116,6 +116,7 @@ def _translated() -> Iterator[None]:
 
 class PostgresTx(Tx):
     dialect = "postgres"
+    multi_row_statements = False
 
     def __init__(self, conn: Any) -> None:
         import psycopg.errors
