@@ -54,8 +54,10 @@ GLOBAL = fold.GLOBAL  # the scope of the global posterior; contexts use their la
 DAY_MS = fold.DAY_MS
 decay_factor = fold.decay_factor
 #: Pending observations from which an observer asks for a trailing checkpoint (`Trailing`):
-#: an observation's posterior writes are amortised over about this many.
-CHECKPOINT_EVERY = 16
+#: an observation's posterior writes are amortised over about this many. 8 rather than 16:
+#: a checkpoint holds the write lock half as long, which took the served p99 at 200 req/s
+#: from 16.2 to 13.1 ms (SQLite, 8 interleaved runs each) for 2.5% more server CPU.
+CHECKPOINT_EVERY = 8
 #: Pending observations at which the observation's own transaction checkpoints: when nobody
 #: asked for a trailing one (a replay, a rebuild, appends made without the bandit's API) or
 #: it has not run yet. A reader applies at most this many - 1 on top of the rows.
