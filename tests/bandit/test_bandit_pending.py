@@ -18,7 +18,7 @@ from plaudit import Plaudit
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig
 from plaudit.bandit.memory import MemoryLearner
-from plaudit.bandit.projection import CHECKPOINT_EVERY, CHECKPOINT_LIMIT
+from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY
 from plaudit.events import make_event
 
 IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
@@ -53,7 +53,7 @@ def _state(p: Plaudit) -> dict[Any, list[tuple[float, float, int]]]:
     }
 
 
-@given(steps=st.lists(step, min_size=1, max_size=CHECKPOINT_LIMIT + CHECKPOINT_EVERY))
+@given(steps=st.lists(step, min_size=1, max_size=3 * INLINE_EVERY + 3))
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -98,7 +98,7 @@ def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
     db = str(tmp_path / "v3.db")
     with Plaudit.open(db) as p:
         p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
-        for i in range(CHECKPOINT_LIMIT + 5):  # appended directly: checkpoints at the limit
+        for i in range(INLINE_EVERY + 5):
             _observe(p, i, LABELS[i % 3], [True] * 4, [i % 2 == 0, True, False, i % 3 == 0])
         want, table = _state(p), posterior_table(p)
         # the version 3 schema: no pending table, no checkpoint columns
@@ -120,7 +120,7 @@ def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
     plan=st.lists(
         st.tuples(st.booleans(), st.sampled_from(LABELS), st.integers(0, 2**16)),
         min_size=1,
-        max_size=2 * CHECKPOINT_EVERY + 3,
+        max_size=2 * INLINE_EVERY + 3,
     )
 )
 @settings(max_examples=15, deadline=None)
@@ -165,7 +165,7 @@ def test_an_observer_folds_its_own_checkpoint_without_reading_it_back(monkeypatc
             p.bandit.register([{"id": x, "tokens": 100} for x in IDS])
             p.bandit.posteriors()  # the cache holds the global scope from here on
             monkeypatch.setattr(PosteriorCache, "_changed_since", refuse)
-            for i in range(2 * CHECKPOINT_EVERY + 3):
+            for i in range(2 * INLINE_EVERY + 3):
                 label = LABELS[i % 3]
                 sel = p.bandit.select(token_budget=250, context=label, seed=i)
                 p.bandit.observe(sel.run_id, "a.py debugging" if i % 4 else "", [])
@@ -173,13 +173,13 @@ def test_an_observer_folds_its_own_checkpoint_without_reading_it_back(monkeypatc
                     assert _state(p) == _state(fresh)
 
 
-def test_observers_checkpoint_after_the_observe_on_a_thread_of_their_own(
+def test_where_checkpoints_run_and_that_readers_cannot_tell(
     db_url: str, posterior_table: Any, monkeypatch: Any
 ) -> None:
-    """Once `CHECKPOINT_EVERY` observations are pending, the observer's trailing thread folds
-    them in a transaction of its own: no observe checkpoints inside its own transaction, the
-    pending rows stay near `CHECKPOINT_EVERY`, and what readers see equals a rebuild (which
-    checkpoints at the limit only)."""
+    """PostgreSQL: once `CHECKPOINT_EVERY` observations are pending, the observer's trailing
+    thread folds them in a transaction of its own, and no observe checkpoints inside its own.
+    SQLite: the observation that makes `INLINE_EVERY` pending checkpoints itself. Either way
+    the pending rows stay bounded and what readers see equals a rebuild."""
     import threading
 
     from plaudit.bandit import projection
@@ -192,22 +192,46 @@ def test_observers_checkpoint_after_the_observe_on_a_thread_of_their_own(
         real(tx, cfg)
 
     monkeypatch.setattr(projection, "checkpoint", spy)
+    trails = db_url.startswith("postgresql")
     with Plaudit.open(db_url) as p:
         p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
         most = 0
-        for i in range(3 * CHECKPOINT_EVERY + 5):
+        for i in range(3 * INLINE_EVERY + 5):
             sel = p.bandit.select(token_budget=250, context=LABELS[i % 3], seed=i)
             p.bandit.observe(sel.run_id, "a.py debugging" if i % 4 else "Bash", [])
             with p.backend.read() as tx:
                 most = max(most, int(tx.scalar("SELECT COUNT(*) FROM bandit_pending")))
         trailing = p.bandit._trailing
-        assert trailing is not None
-        deadline = time.monotonic() + 10
-        while trailing.runs < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert trailing.runs >= 3
-        assert where and set(where) == {"plaudit-bandit-checkpoint"}
-        assert most < CHECKPOINT_LIMIT
+        if trails:
+            assert trailing is not None
+            deadline = time.monotonic() + 10
+            while trailing.runs < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert trailing.runs >= 3
+            assert where and set(where) == {"plaudit-bandit-checkpoint"}
+            assert most < CHECKPOINT_LIMIT
+        else:
+            assert trailing is None
+            assert len(where) == 3 and set(where) == {threading.current_thread().name}
+            assert most == INLINE_EVERY - 1
+        want = posterior_table(p)
+        p.rebuild()
+        assert posterior_table(p) == want
+
+
+def test_postgres_observations_appended_directly_checkpoint_at_the_limit(
+    pg_url: str, posterior_table: Any
+) -> None:
+    """Appends made without the bandit API ask no thread for a checkpoint: on PostgreSQL the
+    observation that makes `CHECKPOINT_LIMIT` pending checkpoints itself, and a rebuild
+    agrees with what readers saw."""
+    with Plaudit.open(pg_url) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
+        for i in range(CHECKPOINT_LIMIT + 6):
+            _observe(p, i, LABELS[i % 3], [True] * 4, [i % 2 == 0, True, False, i % 3 == 0])
+        with p.backend.read() as tx:
+            pending = int(tx.scalar("SELECT COUNT(*) FROM bandit_pending"))
+        assert pending == 6 and p.bandit._trailing is None
         want = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == want

@@ -455,7 +455,9 @@ class Bandit:
             with self._cache.lock:
                 self._cache.advance(*after[0])
             meta = after[0][1]
-            if int(meta[0]) - int(meta[4]) >= projection.CHECKPOINT_EVERY:
+            if int(meta[0]) - int(meta[4]) >= projection.CHECKPOINT_EVERY and projection.trails(
+                self.p.backend.dialect
+            ):
                 self._checkpoint_soon()
         return Observation(
             run_id=run_id,

@@ -11,13 +11,20 @@ each scope's observations and holds its re-exploration window. One observation's
 An observation writes O(1) rows: its run's outcome and a *pending* row (`bandit_pending`)
 holding what the fold needs (`fold.Pending`). A *checkpoint* folds the pending observations
 into the posterior, scope and history rows in one transaction, so no crash can leave one half
-done. An observer asks for one once `CHECKPOINT_EVERY` are pending, and it runs after the
-observation has committed, on a thread of its own (`trailing.py`): off the request, where
-folding 16 observations cost the observe that completed the set 5 to 20 ms. Should none run,
-the observation that makes `CHECKPOINT_LIMIT` checkpoints in its own transaction. Where the
-checkpoints fall changes which observations are still pending, never what a reader sees:
-`folded` applies the same arithmetic on the same rows in the same order either way, so a
-rebuild (which checkpoints at the limit only) reproduces every reader's state exactly.
+done. Where it runs depends on the backend (measured in docs/benchmarks.md):
+
+- SQLite: the observation that makes `INLINE_EVERY` pending checkpoints in its own
+  transaction. It is local work (5 to 8 ms at 40 arms under load), and a checkpoint on another
+  thread made the in-process select and observe 10 to 30% slower at the median.
+- PostgreSQL: every statement is a round trip, and the observe that completed a set of 16 took
+  13 to 20 ms, which set the served p99 at any rate. An observer that leaves
+  `CHECKPOINT_EVERY` pending asks its store handle's thread for one (`trailing.py`), which runs
+  it after the observe has returned; the observation that makes `CHECKPOINT_LIMIT` pending
+  checkpoints itself, should that thread be slow or gone.
+
+Where the checkpoints fall changes which observations are still pending, never what a reader
+sees: `folded` applies the same arithmetic on the same rows in the same order either way, so a
+rebuild reproduces every reader's state exactly, wherever the live store checkpointed.
 Readers (the selection cache, `folded`) apply the pending observations on top of the rows
 with `fold.apply`, the checkpoint's own arithmetic, so what they see is exact.
 
@@ -53,14 +60,16 @@ OBSERVATION_V1 = "plaudit.bandit.observation.v1"
 GLOBAL = fold.GLOBAL  # the scope of the global posterior; contexts use their label
 DAY_MS = fold.DAY_MS
 decay_factor = fold.decay_factor
-#: Pending observations from which an observer asks for a trailing checkpoint (`Trailing`):
-#: an observation's posterior writes are amortised over about this many. 8 rather than 16:
-#: a checkpoint holds the write lock half as long, which took the served p99 at 200 req/s
-#: from 16.2 to 13.1 ms (SQLite, 8 interleaved runs each) for 2.5% more server CPU.
+#: SQLite: pending observations at which the observation's own transaction checkpoints: an
+#: observation's posterior writes are amortised over this many.
+INLINE_EVERY = 16
+#: PostgreSQL: pending observations from which an observer asks for a trailing checkpoint.
+#: 8 rather than 16: each holds the write lock half as long, which took the served p99 at 200
+#: req/s from 16.2 to 13.1 ms (SQLite then, 8 interleaved runs each) for 2.5% more CPU.
 CHECKPOINT_EVERY = 8
-#: Pending observations at which the observation's own transaction checkpoints: when nobody
-#: asked for a trailing one (a replay, a rebuild, appends made without the bandit's API) or
-#: it has not run yet. A reader applies at most this many - 1 on top of the rows.
+#: PostgreSQL: pending observations at which the observation's own transaction checkpoints
+#: (nobody asked for a trailing one: a replay, a rebuild, appends made without the bandit's
+#: API; or its thread has not run). A reader applies at most this many - 1 on top of the rows.
 CHECKPOINT_LIMIT = 64
 
 
@@ -335,7 +344,7 @@ class BanditProjection:
                 ),
             )
         ckpt = int(row[5])
-        if pending >= CHECKPOINT_LIMIT:
+        if pending >= inline_limit(tx.dialect):
             if cfg is None:
                 cfg = load_config(tx)
             checkpoint(tx, cfg)
@@ -371,6 +380,16 @@ def written_meta(tx: Tx, event_id: str) -> tuple[int, int, int, int, int] | None
         return None
     meta: tuple[int, int, int, int, int] = got[2]
     return meta
+
+
+def trails(dialect: str) -> bool:
+    """Whether observers on this backend leave checkpoints to the trailing thread."""
+    return dialect == "postgres"
+
+
+def inline_limit(dialect: str) -> int:
+    """Pending observations at which the observation's own transaction checkpoints."""
+    return CHECKPOINT_LIMIT if trails(dialect) else INLINE_EVERY
 
 
 def checkpoint_pending(tx: Tx) -> bool:
