@@ -14,8 +14,9 @@ into the posterior, scope and history rows in one transaction, so no crash can l
 done. Where it runs depends on the backend (measured in docs/benchmarks.md):
 
 - SQLite: the observation that makes `INLINE_EVERY` pending checkpoints in its own
-  transaction. It is local work (5 to 8 ms at 40 arms under load), and a checkpoint on another
-  thread made the in-process select and observe 10 to 30% slower at the median.
+  transaction. It is local work (5 to 8 ms at 40 arms under load), and on another thread it
+  made in-process select and observe up to 30% slower at the median (2 of 3 interleaved
+  sittings), without a served p99 at 200 req/s that runs of one tree could tell apart.
 - PostgreSQL: every statement is a round trip, and the observe that completed a set of 16 took
   13 to 20 ms, which set the served p99 at any rate. An observer that leaves
   `CHECKPOINT_EVERY` pending asks its store handle's thread for one (`trailing.py`), which runs
@@ -64,8 +65,7 @@ decay_factor = fold.decay_factor
 #: observation's posterior writes are amortised over this many.
 INLINE_EVERY = 16
 #: PostgreSQL: pending observations from which an observer asks for a trailing checkpoint.
-#: 8 rather than 16: each holds the write lock half as long, which took the served p99 at 200
-#: req/s from 16.2 to 13.1 ms (SQLite then, 8 interleaved runs each) for 2.5% more CPU.
+#: 8 rather than 16: each holds the write lock half as long, for 2.5% more server CPU.
 CHECKPOINT_EVERY = 8
 #: PostgreSQL: pending observations at which the observation's own transaction checkpoints
 #: (nobody asked for a trailing one: a replay, a rebuild, appends made without the bandit's
