@@ -13,6 +13,7 @@ reported beside the server's, which sums the server's processes (`--workers` inc
     python bench/http_load.py                      # SQLite, then PostgreSQL
     python bench/http_load.py --backend sqlite --runs 3 --duration 60
     python bench/http_load.py --workers 2          # `plaudit serve --workers 2`
+    python bench/http_load.py --warmup 2           # steady state: the first 2 s not counted
 
 The PostgreSQL run uses the schema `bench_http` and drops it afterwards. Run time is bounded:
 `duration` plus at most `--drain` seconds for replies still in flight (then they count as errors).
@@ -221,8 +222,18 @@ class Pool:
         return status, msgspec.json.decode(data) if status == 200 else data
 
 
-async def drive(url: str, rate: float, duration: float, drain: float) -> dict[str, Any]:
+async def drive(
+    url: str,
+    rate: float,
+    duration: float,
+    drain: float,
+    warmup: float = 0.0,
+    measuring: Any = None,
+) -> dict[str, Any]:
+    """`warmup` seconds of the same load run first and are left out of every figure (their
+    errors excepted); `measuring()` is called when the measured requests begin."""
     interval = 1.0 / rate
+    skip = int(rate * warmup)
     total = int(rate * duration)
     selected: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
     lat_sched: dict[str, list[float]] = {"select": [], "observe": []}
@@ -264,22 +275,29 @@ async def drive(url: str, rate: float, duration: float, drain: float) -> dict[st
         if status != 200:
             errors[f"{kind}: HTTP {status}"] += 1
             return
-        lat_sched[kind].append((done - scheduled) * 1000)
-        lat_send[kind].append((done - sent) * 1000)
         if kind == "select":
             selected.append((data["run_id"], data))
+        if i < skip:
+            return
+        lat_sched[kind].append((done - scheduled) * 1000)
+        lat_send[kind].append((done - sent) * 1000)
 
     tasks: set[asyncio.Task[None]] = set()
     start = time.perf_counter() + 0.05
-    for i in range(total):
+    start_measured = start + skip * interval
+    for i in range(skip + total):
         scheduled = start + i * interval
         delay = scheduled - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        if i == skip:
+            if measuring is not None:
+                measuring()
+            cpu_at_start = time.process_time()
         t = asyncio.create_task(one(i, scheduled))
         tasks.add(t)
         t.add_done_callback(tasks.discard)
-    elapsed = time.perf_counter() - start
+    elapsed = time.perf_counter() - start_measured
     if tasks:
         _, pending = await asyncio.wait(set(tasks), timeout=drain)
         for t in pending:
@@ -337,8 +355,19 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
         extra += ["--durability", args.durability]
     srv = Serve(db, *extra)
     try:
-        result = run_loop(drive(srv.url, args.rate, args.duration, args.drain))
-        result["server_cpu_s"] = round(srv.cpu_seconds() - srv.cpu_at_start, 2)
+        marks = [srv.cpu_at_start]
+        result = run_loop(
+            drive(
+                srv.url,
+                args.rate,
+                args.duration,
+                args.drain,
+                args.warmup,
+                lambda: marks.append(srv.cpu_seconds()),
+            )
+        )
+        result["server_cpu_s"] = round(srv.cpu_seconds() - marks[-1], 2)
+        result["warmup_s"] = args.warmup
     finally:
         srv.stop()
         if backend == "postgres":
@@ -363,6 +392,13 @@ def main() -> None:
     ap.add_argument("--target-ms", type=float, default=15.0)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=0.0,
+        help="seconds of the same load first, left out of the figures (a server's first "
+        "requests open connections and load caches)",
+    )
     ap.add_argument(
         "--durability",
         choices=["full", "normal"],
