@@ -18,7 +18,7 @@ done. Where it runs depends on the backend (measured in docs/benchmarks.md):
   made in-process select and observe up to 30% slower at the median (2 of 3 interleaved
   sittings), without a served p99 at 200 req/s that runs of one tree could tell apart.
 - PostgreSQL: every statement is a round trip, and the observe that completed a set of 16 took
-  13 to 20 ms, which set the served p99 at any rate. An observer that leaves
+  21 to 32 ms served (median 7), which set the served p99 at any rate. An observer that leaves
   `CHECKPOINT_EVERY` pending asks its store handle's thread for one (`trailing.py`), which runs
   it after the observe has returned; the observation that makes `CHECKPOINT_LIMIT` pending
   checkpoints itself, should that thread be slow or gone.
