@@ -14,6 +14,7 @@ reported beside the server's, which sums the server's processes (`--workers` inc
     python bench/http_load.py --backend sqlite --runs 3 --duration 60
     python bench/http_load.py --workers 2          # `plaudit serve --workers 2`
     python bench/http_load.py --warmup 2           # steady state: the first 2 s not counted
+    python bench/http_load.py --timeline t.json    # when each slow request came
 
 The PostgreSQL run uses the schema `bench_http` and drops it afterwards. Run time is bounded:
 `duration` plus at most `--drain` seconds for replies still in flight (then they count as errors).
@@ -229,6 +230,7 @@ async def drive(
     drain: float,
     warmup: float = 0.0,
     measuring: Any = None,
+    timeline: list[tuple[int, str, float, float]] | None = None,
 ) -> dict[str, Any]:
     """`warmup` seconds of the same load run first and are left out of every figure (their
     errors excepted); `measuring()` is called when the measured requests begin."""
@@ -281,6 +283,8 @@ async def drive(
             return
         lat_sched[kind].append((done - scheduled) * 1000)
         lat_send[kind].append((done - sent) * 1000)
+        if timeline is not None:  # (request number, kind, ms from schedule, seconds into run)
+            timeline.append((i, kind, round((done - scheduled) * 1000, 2), round(sent - start, 3)))
 
     tasks: set[asyncio.Task[None]] = set()
     start = time.perf_counter() + 0.05
@@ -354,6 +358,7 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
     if backend == "sqlite":
         extra += ["--durability", args.durability]
     srv = Serve(db, *extra)
+    timeline: list[tuple[int, str, float, float]] | None = [] if args.timeline else None
     try:
         marks = [srv.cpu_at_start]
         result = run_loop(
@@ -364,8 +369,11 @@ def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str,
                 args.drain,
                 args.warmup,
                 lambda: marks.append(srv.cpu_seconds()),
+                timeline,
             )
         )
+        if args.timeline:
+            result["timeline"] = sorted(timeline or [])
         result["server_cpu_s"] = round(srv.cpu_seconds() - marks[-1], 2)
         result["warmup_s"] = args.warmup
     finally:
@@ -392,6 +400,13 @@ def main() -> None:
     ap.add_argument("--target-ms", type=float, default=15.0)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
+    ap.add_argument(
+        "--timeline",
+        metavar="FILE",
+        help="write every measured request of every run to FILE (JSON: backend, rate, run, "
+        "and [number, kind, ms from its schedule, seconds into the run]), to see when the slow "
+        "ones came",
+    )
     ap.add_argument(
         "--warmup",
         type=float,
@@ -426,7 +441,8 @@ def main() -> None:
                 r = one_run(backend, args.db, args)
                 runs.setdefault((backend, rate), []).append(r)
                 print(
-                    f"{backend} {rate:g}/s run {n + 1}: {json.dumps(r)}",
+                    f"{backend} {rate:g}/s run {n + 1}: "
+                    f"{json.dumps({k: v for k, v in r.items() if k != 'timeline'})}",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -461,6 +477,16 @@ def main() -> None:
                 **med,
             }
         )
+    if args.timeline:
+        with open(args.timeline, "w") as f:
+            json.dump(
+                [
+                    {"backend": b, "rate": rate, "run": n + 1, "timeline": r["timeline"]}
+                    for (b, rate), rs in runs.items()
+                    for n, r in enumerate(rs)
+                ],
+                f,
+            )
     if args.json:
         print(json.dumps(summary, indent=2))
         return

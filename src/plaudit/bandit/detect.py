@@ -286,15 +286,15 @@ class InventoryIndex:
         #: every arm the index was built from, with its content: `included` trusts the index
         #: only for these
         self.held: dict[str, str | None] = dict(arms)
-        self._plain_skills: set[str] = set()
+        plain_skills: set[str] = set()
         for arm_id, content in arms.items():
             type_, category, name = arm_id.split(":", 2)
             if type_ == "tool":
                 self.tools.setdefault(name, []).append(arm_id)
             elif type_ == "skill":
-                if _WORD.fullmatch(category) and category.isascii():
+                if _WORD.fullmatch(category):
                     self.skills.setdefault(category.lower(), []).append(arm_id)
-                    self._plain_skills.add(arm_id)
+                    plain_skills.add(arm_id)
                 else:
                     self.odd.append((arm_id, None))
             elif type_ == "file":
@@ -323,7 +323,7 @@ class InventoryIndex:
         }
         #: of those, the ones whose category is a plain word: its lower case
         self.shared_words = {
-            a: a.split(":", 2)[1].lower() for a in self.shared if a in self._plain_skills
+            a: a.split(":", 2)[1].lower() for a in self.shared if a in plain_skills
         }
 
     def referenced(

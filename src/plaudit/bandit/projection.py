@@ -424,19 +424,10 @@ def pending_since(tx: Tx, after: int) -> list[fold.Pending]:
 
 def read_rows(tx: Tx, scope: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
     """The stored rows (arm_id, *STATE) of `ids` in `scope`."""
-    out: list[tuple[Any, ...]] = []
-    for start in range(0, len(ids), 400):
-        chunk = list(ids[start : start + 400])
-        marks = ",".join("?" * len(chunk))
-        out += tx.fetchall(
-            f"SELECT arm_id, {STATE_COLS} FROM bandit_posteriors "
-            f"WHERE scope = ? AND arm_id IN ({marks})",
-            [scope, *chunk],
-        )
-    return out
+    return [r[1:] for r in read_scopes(tx, {scope: set(ids)})]
 
 
-def _read_scopes(tx: Tx, touched: dict[str, set[str]]) -> list[tuple[Any, ...]]:
+def read_scopes(tx: Tx, touched: dict[str, set[str]]) -> list[tuple[Any, ...]]:
     """The stored rows (scope, arm_id, *STATE) of `touched` ({scope: arm ids}), every scope
     in one statement per chunk of arms (a round trip per scope cost a PostgreSQL checkpoint
     several): the rows of the scopes x the union of the arms, less those not asked for."""
@@ -500,7 +491,7 @@ def folded(tx: Tx, cfg: cfgmod.BanditConfig, *, points: bool = False) -> Folded:
             touched.setdefault(name, set()).update(ob.arms)
     tables = {name: fold.Table(sorted(ids)) for name, ids in touched.items()}
     by_scope: dict[str, list[tuple[Any, ...]]] = {name: [] for name in tables}
-    for row in _read_scopes(tx, touched):
+    for row in read_scopes(tx, touched):
         by_scope[row[0]].append(row[1:])
     for name, t in tables.items():
         fill(t, by_scope[name])

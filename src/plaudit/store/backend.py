@@ -63,9 +63,9 @@ class Tx(ABC):
     blob: Callable[[bytes], Any] = bytes
     #: Whether one statement of many rows beats `executemany` of a one-row statement. Yes on
     #: SQLite (a statement step per row saved). No on PostgreSQL: psycopg parses a statement
-    #: of over 4 KB or 50 parameters afresh on every call (7 of a bandit checkpoint's 20 ms,
-    #: tests/bandit/test_bandit_pending.py), while `executemany` pipelines one prepared
-    #: statement.
+    #: of over 4 KB or 50 parameters afresh on every call, while `executemany` pipelines one
+    #: prepared statement (with the one-statement read, a bandit checkpoint went from 27.7 to
+    #: 19.4 ms: bench/bandit_checkpoint.py).
     multi_row_statements: bool = True
     #: The head as this transaction's last sequenced write left it (see `EventLog._finish`),
     #: so the next write in the same transaction need not read it; None: read it.
