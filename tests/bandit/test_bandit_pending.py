@@ -235,3 +235,91 @@ def test_postgres_observations_appended_directly_checkpoint_at_the_limit(
         want = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == want
+
+
+def test_a_select_that_reads_one_row_equals_a_fresh_readers(db_url: str) -> None:
+    """Two handles select and observe in a random order. A select whose cache one row shows
+    current (`PosteriorCache.settle`) reads nothing more; it must choose exactly as a handle
+    opened afresh does with the same seed, and so must one whose cache another handle made
+    stale. Both kinds of select happen here."""
+    import random
+
+    from plaudit.bandit import posteriors
+
+    outcomes: list[bool] = []
+    settle = posteriors.PosteriorCache.settle
+
+    def counted(self: Any, meta: Any, scopes: Any) -> bool:
+        got = settle(self, meta, scopes)
+        outcomes.append(got)
+        return got
+
+    rng = random.Random(7)
+    ids = [f"tool:t:n{i}" for i in range(12)]
+    a, b = Plaudit.open(db_url), Plaudit.open(db_url)
+    try:
+        a.bandit.register([{"id": i, "tokens": 100 + 10 * k} for k, i in enumerate(ids)])
+        posteriors.PosteriorCache.settle = counted  # type: ignore[method-assign]
+        for step in range(60):
+            me = rng.choice((a, b))
+            context = rng.choice((None, "code", "ops"))
+            seed = rng.randrange(10**6)
+            sel = me.bandit.select(token_budget=700, context=context, seed=seed)
+            with Plaudit.open(db_url) as fresh:
+                again = fresh.bandit.select(token_budget=700, context=context, seed=seed)
+            assert (sel.included, sel.probabilities, sel.is_baseline) == (
+                again.included,
+                again.probabilities,
+                again.is_baseline,
+            ), step
+            used = [{"name": i.rsplit(":", 1)[1]} for i in sel.included if rng.random() < 0.5]
+            rng.choice((a, b)).bandit.observe(sel.run_id, "done", tool_calls=used)
+    finally:
+        posteriors.PosteriorCache.settle = settle  # type: ignore[method-assign]
+        a.close()
+        b.close()
+    assert True in outcomes and False in outcomes
+
+
+def test_a_meta_row_read_ahead_is_used_only_for_its_own_observation(
+    db_url: str, posterior_table: Any
+) -> None:
+    """An observer hands the projection the bandit_meta row it read (`read_ahead`). If any
+    other event is recorded first in that transaction (here: arms, which move `arms_seq`, and
+    another observation), the row is stale and must not be used: every state table then
+    equals a rebuild's."""
+    from plaudit.bandit import projection
+
+    with Plaudit.open(db_url) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
+        for i in range(3):
+            sel = p.bandit.select(seed=i)
+            p.bandit.observe(sel.run_id, "Bash")
+        runs = [p.bandit.select(seed=10 + i).run_id for i in range(2)]
+
+        def obs(run_id: str) -> Any:
+            return make_event(
+                "plaudit.bandit.observation.v1",
+                {"run_id": run_id, "rewards": {IDS[2]: 1}, "updates": True, "context": None},
+                id=f"obs:{run_id}",
+            )
+
+        def fn(w: Any) -> None:
+            row = w.tx.fetchone(f"SELECT {projection.META_COLUMNS} FROM bandit_meta WHERE one = 1")
+            projection.read_ahead(w.tx, f"obs:{runs[1]}", row)
+            w.append(
+                make_event("plaudit.bandit.arms.v1", {"arms": [{"id": "tool:x:New", "tokens": 5}]})
+            )
+            w.append(obs(runs[0]))
+            w.append(obs(runs[1]))
+
+        p.log.run(fn)
+        meta = p.backend.read
+        with meta() as tx:
+            before = tx.fetchone(f"SELECT {projection.META_COLUMNS} FROM bandit_meta")
+        table = posterior_table(p)
+        p.rebuild()
+        with meta() as tx:
+            assert tx.fetchone(f"SELECT {projection.META_COLUMNS} FROM bandit_meta") == before
+        assert posterior_table(p) == table
+        assert before[0] == 5  # five observations recorded, each counted once

@@ -123,6 +123,10 @@ def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) 
     return cfg.miss_cost(int(tokens.sum()), budget)
 
 
+#: bandit_meta's columns as the projection records an observation from them (`read_ahead`).
+_META_AHEAD = ", ".join(f"m.{c}" for c in projection.META_COLUMNS.split(", "))
+
+
 def _observation_id(run_id: str) -> str:
     oid = f"obs:{run_id}"
     return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
@@ -241,8 +245,8 @@ class Bandit:
             raise ValidationError("arms", "is empty: give at least one arm")
         self._ensure()
         cache = self._cache
-        with self.p.backend.read() as tx, cache.lock:
-            cache.refresh(tx)
+
+        def policy_input(tx: Any) -> tuple[Any, list[str], Any]:
             cfg = cache.cfg
             if explicit is None:
                 ids = cache.registry.ids
@@ -250,7 +254,18 @@ class Bandit:
                     raise ValidationError("arms", "none given and none registered")
             else:
                 ids = [a.id for a in explicit]
-            inp = cache.policy_input(tx, context, cfg, token_budget, explicit)
+            return cfg, ids, cache.policy_input(tx, context, cfg, token_budget, explicit)
+
+        # Usually the cache is current (this process observed last): one row says so.
+        got = None
+        with self.p.backend.read_statement() as one, cache.lock:
+            if cache.settle(cache.read_meta(one), (GLOBAL, context) if context else (GLOBAL,)):
+                got = policy_input(one)
+        if got is None:
+            with self.p.backend.read() as tx, cache.lock:
+                cache.refresh(tx)
+                got = policy_input(tx)
+        cfg, ids, inp = got
         tokens = inp.tokens
         rng = np.random.default_rng(seed)
         rate = cfg.rate_for(len(ids))
@@ -313,7 +328,7 @@ class Bandit:
         # Unflushed: a run that power loss took away was never observed, so nothing learnt
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
-        self.p.log.run(write, durable=False)
+        self.p.log.run(write, durable=False, ids=[run_id])
         return Selection(
             run_id=run_id,
             included=included_ids,
@@ -369,12 +384,14 @@ class Bandit:
         def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
             # the settings' position comes with the run, in one statement
             row = w.tx.fetchone(
-                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq "
-                "FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 WHERE r.run_id = ?",
+                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq, "
+                f"{_META_AHEAD} FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 "
+                "WHERE r.run_id = ?",
                 (run_id,),
             )
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
+            projection.read_ahead(w.tx, oid, row[5:])
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = self._config_at(w.tx, int(row[4]))
@@ -413,7 +430,6 @@ class Bandit:
                 missed = everywhere - set(included)
                 if missed:
                     payload["missed"] = sorted(missed)
-            oid = _observation_id(run_id)
             ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
             try:
                 res = w.append(ev)
@@ -448,7 +464,8 @@ class Bandit:
             return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
         after: list[tuple[fold.Pending | None, Any]] = []
-        rewards, updates, status, missed = self.p.log.run(write)
+        oid = _observation_id(run_id)
+        rewards, updates, status, missed = self.p.log.run(write, ids=[oid])
         if after:
             # Committed: fold it into this process's cache now, if the cache is just before it
             # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.

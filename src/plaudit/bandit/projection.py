@@ -38,7 +38,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Literal
 
 import msgspec
@@ -230,7 +229,11 @@ class BanditProjection:
         # observation that completes a checkpoint): most batches are one run or one
         # observation, and neither needs them, so the read is not paid per append.
         cfg: cfgmod.BanditConfig | None = None
+        ahead = getattr(_ahead, "meta", None)
+        _ahead.meta = None  # good for the first event of this call only
         for ev in events:
+            if ahead is not None and (ahead[0] is not tx or ahead[1] != ev.id):
+                ahead = None
             if ev.type == CONFIG_V1:
                 cfg = self._config(tx, ev, load_config(tx) if cfg is None else cfg)
             elif ev.type == ARMS_V1:
@@ -240,8 +243,9 @@ class BanditProjection:
             elif ev.type == RUN_V2:
                 self._run_v2(tx, ev)
             elif ev.type == OBSERVATION_V1:
-                cfg = self._observation(tx, ev, cfg)
+                cfg = self._observation(tx, ev, cfg, None if ahead is None else ahead[2])
             # other plaudit.bandit.* types are left to future versions
+            ahead = None
 
     def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
         new = cfgmod.merged(cfg, _decode(ev, _ConfigPayload).changes, replay=True)
@@ -309,17 +313,20 @@ class BanditProjection:
         )
 
     def _observation(
-        self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig | None
+        self,
+        tx: Tx,
+        ev: StoredEvent,
+        cfg: cfgmod.BanditConfig | None,
+        meta: Sequence[Any] | None = None,
     ) -> cfgmod.BanditConfig | None:
         """Record one observation; `cfg` is the settings in force if already read (else
-        None). Returns the settings, read here if a checkpoint needed them."""
+        None), `meta` the bandit_meta row (`META_COLUMNS`) if the observer read it in this
+        transaction just before (`read_ahead`). Returns the settings, read here if a
+        checkpoint needed them."""
         p = _decode(ev, _ObservationPayload)
         # Misses (arms the run left out that its output references) fold as successes.
         rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
-        row = tx.fetchone(
-            "SELECT obs_index, last_ts, pending, arms_seq, config_seq, ckpt_index "
-            "FROM bandit_meta WHERE one = 1"
-        )
+        row = meta or tx.fetchone(f"SELECT {META_COLUMNS} FROM bandit_meta WHERE one = 1")
         assert row is not None
         index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)
         updates = p.updates and bool(rewards)
@@ -361,6 +368,23 @@ class BanditProjection:
             )
         _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
         return cfg
+
+
+#: The bandit_meta columns an observation's recording starts from, in this order.
+META_COLUMNS = "obs_index, last_ts, pending, arms_seq, config_seq, ckpt_index"
+
+#: Per thread: (tx, observation id, the bandit_meta row read just before its append).
+_ahead = threading.local()
+
+
+def read_ahead(tx: Tx, event_id: str, meta: Sequence[Any]) -> None:
+    """Hand the projection the bandit_meta row (`META_COLUMNS`) that an observer read in
+    `tx` (with the run, in one statement) right before appending observation `event_id`, so
+    recording it need not read the row again: one statement, and on PostgreSQL one round
+    trip, fewer per observe. It is used only if that observation is the first event the next
+    `apply` in this thread records in `tx`; anything else applied first (a catch-up of a
+    projection behind the log) may have changed the row, so the row is read then."""
+    _ahead.meta = (tx, event_id, meta)
 
 
 #: Per thread: (tx, observation id, the bandit_meta row its recording left), for `written_meta`.
@@ -511,19 +535,24 @@ def checkpoint(tx: Tx, cfg: cfgmod.BanditConfig) -> None:
         at = np.flatnonzero(t.present)
         ids = list(t.pos)
         rows += [(name, ids[i], *row) for i, row in zip(at.tolist(), t.rows(at), strict=True)]
-    _upsert(tx, rows)
-    tx.executemany(
-        "INSERT INTO bandit_scopes (scope, obs, boost_until) VALUES (?, ?, ?) "
-        "ON CONFLICT (scope) DO UPDATE SET obs = excluded.obs, "
-        "boost_until = excluded.boost_until",
-        [(name, obs, until) for name, (obs, until) in f.counts.items()],
+    tx.upsert(
+        "bandit_posteriors", _POSTERIOR_COLUMNS, _POSTERIOR_TYPES, rows, key=("scope", "arm_id")
     )
-    if f.points:
-        tx.executemany(
-            "INSERT INTO bandit_history (obs_index, ts_ms, scope, arm_id, s, f) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            f.points,
-        )
+    tx.upsert(
+        "bandit_scopes",
+        ("scope", "obs", "boost_until"),
+        ("text", "{bigint}", "{bigint}"),
+        [(name, obs, until) for name, (obs, until) in f.counts.items()],
+        key=("scope",),
+    )
+    tx.upsert(
+        "bandit_history",
+        ("obs_index", "ts_ms", "scope", "arm_id", "s", "f"),
+        ("{bigint}", "{bigint}", "text", "text", "{double}", "{double}"),
+        f.points,
+        key=("scope", "arm_id", "obs_index"),
+        update=False,
+    )
     tx.execute("DELETE FROM bandit_pending")
 
 
@@ -532,32 +561,13 @@ _STATE = fold.STATE
 STATE_COLS = ", ".join(_STATE)
 
 
-#: Rows per multi-row upsert: one statement for many rows costs less than a step per row;
-#: 36 rows x 27 parameters stay under SQLite's oldest limit on bound parameters (999).
-_ROWS_PER_UPSERT = 36
-
-
-@lru_cache(maxsize=8)
-def _upsert_sql(n: int) -> str:
-    one = "(" + ", ".join("?" * (len(_STATE) + 2)) + ")"
-    return (
-        f"INSERT INTO bandit_posteriors (scope, arm_id, {STATE_COLS}) VALUES "
-        + ", ".join([one] * n)
-        + " ON CONFLICT (scope, arm_id) DO UPDATE SET "
-        + ", ".join(f"{c} = excluded.{c}" for c in _STATE)
-    )
-
-
-def _upsert(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
-    if not tx.multi_row_statements:
-        tx.executemany(_upsert_sql(1), rows)
-        return
-    whole = len(rows) - len(rows) % _ROWS_PER_UPSERT
-    for i in range(0, whole, _ROWS_PER_UPSERT):
-        chunk = rows[i : i + _ROWS_PER_UPSERT]
-        tx.execute(_upsert_sql(len(chunk)), [v for row in chunk for v in row])
-    if whole < len(rows):
-        tx.executemany(_upsert_sql(1), rows[whole:])
+_POSTERIOR_COLUMNS = ("scope", "arm_id", *_STATE)
+_WHOLE = {"pulls", "hits", "last_index", "last_ts", "hist"}
+_POSTERIOR_TYPES = (
+    "text",
+    "text",
+    *("{bigint}" if c in _WHOLE else "{double}" for c in _STATE),
+)
 
 
 HISTORY_DENSE = fold.HISTORY_DENSE

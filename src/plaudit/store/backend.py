@@ -10,6 +10,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -53,6 +54,27 @@ def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
     )
 
 
+@lru_cache(maxsize=64)
+def _upsert_sql(
+    table: str, columns: tuple[str, ...], key: tuple[str, ...], update: bool, n: int
+) -> str:
+    one = "(" + ", ".join("?" * len(columns)) + ")"
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+        + ", ".join([one] * n)
+        + upsert_clause(columns, key, update)
+    )
+
+
+def upsert_clause(columns: Sequence[str], key: Sequence[str], update: bool) -> str:
+    if not update:
+        return f" ON CONFLICT ({', '.join(key)}) DO NOTHING"
+    rest = [c for c in columns if c not in key]
+    return f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET " + ", ".join(
+        f"{c} = excluded.{c}" for c in rest
+    )
+
+
 class Tx(ABC):
     """A transaction handed to the log's writers and to projections."""
 
@@ -70,6 +92,10 @@ class Tx(ABC):
     #: The head as this transaction's last sequenced write left it (see `EventLog._finish`),
     #: so the next write in the same transaction need not read it; None: read it.
     head_cache: HeadState | None = None
+    #: Ids looked up with the lease (`EventLog.run(..., ids=)`) and which of them the log holds,
+    #: id -> (content_digest, seq), kept current as this transaction appends; a write of only
+    #: these ids needs no look-up of its own. None: look up.
+    looked_up: tuple[frozenset[str], dict[str, tuple[bytes, int]]] | None = None
 
     def sync(self) -> None:
         """Make every statement sent so far have run (and raise its error, if any): a no-op
@@ -125,6 +151,36 @@ class Tx(ABC):
         """Bulk insert; backends override with their fastest path."""
         marks = ",".join("?" * len(columns))
         self.executemany(f"INSERT INTO {table} ({','.join(columns)}) VALUES ({marks})", rows)
+
+    def upsert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        types: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        key: Sequence[str],
+        update: bool = True,
+    ) -> None:
+        """Insert `rows`; a row whose `key` is taken replaces the other columns (`update`) or
+        is left out. `types` are the columns' types in `ddl` words (`text`, `{bigint}`,
+        `{double}`), for backends that send rows as typed arrays. Keys must not repeat
+        within `rows` when `update` is set. SQLite: multi-row statements (a statement step
+        per row saved), each under its oldest limit of 999 parameters."""
+        if not rows:
+            return
+        step = max(1, 999 // len(columns))
+        whole = len(rows) - len(rows) % step
+        for i in range(0, whole, step):
+            chunk = rows[i : i + step]
+            self.execute(
+                _upsert_sql(table, tuple(columns), tuple(key), update, len(chunk)),
+                [v for row in chunk for v in row],
+            )
+        if whole < len(rows):
+            self.executemany(
+                _upsert_sql(table, tuple(columns), tuple(key), update, 1), rows[whole:]
+            )
 
     #: The head row as the sequencer needs it (see `HeadState`).
     HEAD_SQL = (
@@ -292,6 +348,15 @@ class Backend(ABC):
     @contextmanager
     def read(self) -> Iterator[Tx]:
         """A consistent read-only snapshot."""
+
+    @contextmanager
+    def read_statement(self) -> Iterator[Tx]:
+        """A snapshot for one statement. Where a snapshot of several costs round trips of its
+        own (PostgreSQL: BEGIN and ROLLBACK), the statement runs alone, as its own
+        transaction, and a second statement raises; elsewhere this is `read()`. For a reader
+        that usually needs one statement (is my cache current?) and opens `read()` when not."""
+        with self.read() as tx:
+            yield tx
 
     @contextmanager
     def read_elsewhere(self) -> Iterator[Tx]:

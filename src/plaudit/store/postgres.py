@@ -22,7 +22,7 @@ from plaudit.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from plaudit.store.backend import Backend, Tx, _head_state
+from plaudit.store.backend import DIALECT_WORDS, Backend, Tx, _head_state, upsert_clause
 from plaudit.store.schema import EVENT_COLUMNS, INTAKE_COLUMNS
 
 if TYPE_CHECKING:
@@ -93,6 +93,18 @@ def _columns(alias: str, names: Sequence[str]) -> str:
 def _as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column, for an `unnest` of arrays."""
     return [list(col) for col in zip(*rows, strict=True)]
+
+
+@lru_cache(maxsize=64)
+def _upsert_unnest(
+    table: str, columns: tuple[str, ...], types: tuple[str, ...], key: tuple[str, ...], update: bool
+) -> str:
+    words = DIALECT_WORDS["postgres"]
+    arrays = ", ".join(f"%b::{t.format(**words)}[]" for t in types)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) SELECT * FROM unnest({arrays})"
+        + upsert_clause(columns, key, update)
+    )
 
 
 @lru_cache(maxsize=1024)
@@ -328,16 +340,33 @@ class PostgresTx(Tx):
         )
         return {r[0]: (bytes(r[1]), int(r[2])) for r in cur.fetchall()}
 
-    def head_with_lease(self) -> HeadState:
-        """Wait for the lease and read the head row under it, in one statement."""
+    def head_with_lease(self, ids: Sequence[str] | None = None) -> HeadState:
+        """Wait for the lease and read the head row under it, in one statement; with `ids`,
+        also which of them the log holds (`known`)."""
         cur = self.conn.cursor()
+        if not ids:
+            cur.execute(
+                "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, "
+                f"h.checkpoint_ms, {_INTAKE_PENDING} FROM plaudit_head h WHERE h.one = 1 "
+                f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h"
+            )
+            row = cur.fetchone()
+            return _head_state(row[:6], bool(row[6]))
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            f"{_INTAKE_PENDING} FROM plaudit_head h WHERE h.one = 1 "
-            f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h"
+            f"{_INTAKE_PENDING}, "
+            "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
+            f"FROM plaudit_events e WHERE e.id = ANY(%s)), {_SNAPSHOT_HEAD} "
+            "FROM plaudit_head h WHERE h.one = 1 "
+            f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h",
+            (list(ids),),
         )
         row = cur.fetchone()
-        return _head_state(row[:6], bool(row[6]))
+        if row[8] != row[0]:  # the snapshot predates the lease: look again
+            known = self._known_now(ids)
+        else:
+            known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
+        return _head_state(row[:6], bool(row[6]))._replace(known=known)
 
     def sync(self) -> None:
         if self.pipelined and self.pipeline is not None:
@@ -365,6 +394,28 @@ class PostgresTx(Tx):
         else:
             known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
         return _head_state(row[:6], bool(row[6]))._replace(known=known if ids else None)
+
+    def upsert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        types: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+        *,
+        key: Sequence[str],
+        update: bool = True,
+    ) -> None:
+        """One statement whatever the number of rows: the rows travel as one typed array per
+        column and are unnested server-side. Its text never changes, so it is prepared once,
+        where `executemany` of a one-row statement costs the server a bind and an execute per
+        row (most of a bandit checkpoint's time)."""
+        if not rows:
+            return
+        with _translated():
+            self.cur.execute(
+                _upsert_unnest(table, tuple(columns), tuple(types), tuple(key), update),
+                _as_columns(rows),
+            )
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
         """COPY for bulk; a multi-row INSERT for a few rows (one round trip, not two)."""
@@ -439,6 +490,22 @@ class PostgresTx(Tx):
                 (table,),
             )
         }
+
+
+class _OneStatementTx(PostgresTx):
+    """A read of one statement on an autocommit connection (`read_statement`): the
+    statement is its own snapshot, so a second one would see another and is refused."""
+
+    used = False
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if self.used:
+            raise RuntimeError("read_statement() allows one statement: use read() for more")
+        self.used = True
+        return super().execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        raise RuntimeError("read_statement() is for reading")
 
 
 class PostgresBackend(Backend):
@@ -538,7 +605,7 @@ class PostgresBackend(Backend):
                 tx.pipeline = pipeline
                 try:
                     if wait:
-                        head = tx.head_with_lease()
+                        head = tx.head_with_lease(ids)
                     elif take is None:
                         head = tx.head_if_leased(ids)
                     else:
@@ -645,6 +712,14 @@ class PostgresBackend(Backend):
             return
         with self._read_on(conn) as tx:
             yield tx
+
+    @contextmanager
+    def read_statement(self) -> Iterator[Tx]:
+        conn = self.connection()
+        if getattr(self._local, "in_write", False):  # nested inside a write: reuse its view
+            yield PostgresTx(conn)
+            return
+        yield _OneStatementTx(conn)
 
     @contextmanager
     def _read_on(self, conn: Any) -> Iterator[PostgresTx]:
