@@ -67,7 +67,7 @@ PINNED = {
 
 #: The methods of the main handles that the docs promise.
 PINNED_METHODS = {
-    "Plaudit": {"open", "close", "bandit", "ledger", "signals", "rebuild"},
+    "Plaudit": {"open", "close", "bandit", "ledger", "signals", "rebuild", "warm"},
     "EventLog": {
         "append",
         "append_batch",

@@ -12,6 +12,7 @@ import httpx2
 import pytest
 
 from plaudit import Plaudit
+from plaudit.bandit.fold import GLOBAL
 from plaudit.cli import main
 from plaudit.server.guards import allowed_hosts, is_loopback
 
@@ -153,3 +154,33 @@ def test_parallel_clients_on_two_servers_sharing_one_store(serve_factory, db_url
         assert p.log.verify().ok
     for s in servers:
         s.stop()
+
+
+def test_warming_loads_the_jobs_in_use_and_only_those(db_url: str) -> None:
+    """`Plaudit.warm` (called by `run_server` before the first request) loads the bandit's
+    cache where the store uses the bandit, and creates nothing where it does not."""
+    with Plaudit.open(db_url) as p:
+        assert p.warm() == []
+        with p.backend.read() as tx:
+            assert not tx.table_exists("bandit_meta")
+        p.bandit.register([{"id": "tool:exec:Bash", "tokens": 10}])
+    with Plaudit.open(db_url) as p:
+        assert p.warm() == ["bandit"]
+        cache = p.bandit._cache
+        assert cache.registry.ids == ["tool:exec:Bash"] and GLOBAL in cache.tables
+
+
+def test_warming_the_routes_answers_404_and_leaves_the_app_serving(sqlite_url: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from plaudit.server.app import create_app
+    from plaudit.server.run import warm_routes
+
+    with Plaudit.open(sqlite_url) as p:
+        app = create_app(p, host="127.0.0.1")
+        assert warm_routes(app) == 404
+        with TestClient(app, base_url="http://127.0.0.1") as c:
+            r = c.post("/v1/bandit/arms", json={"arms": [{"id": "tool:exec:Bash", "tokens": 5}]})
+            assert r.status_code == 200
+            sel = c.post("/v1/bandit/select", json={}).json()
+            assert sel["included"] == ["tool:exec:Bash"]
