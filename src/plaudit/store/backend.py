@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -52,6 +52,11 @@ def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
         int(ck_size),
         int(ck_ms),
     )
+
+
+#: A projection's stored state (`plaudit_projections`), as `Tx.upsert` takes it.
+_MARK_COLUMNS = ("name", "version", "applied_seq")
+_MARK_TYPES = ("text", "{bigint}", "{bigint}")
 
 
 @lru_cache(maxsize=64)
@@ -204,13 +209,28 @@ class Tx(ABC):
         cached = self.head_cache
         return cached if cached is not None else self.head_for_sequencing()
 
-    def insert_events(self, rows: list[Sequence[Any]], head: Sequence[Any]) -> bool:
-        """Insert sequenced event rows and move the head row to `head` (seq, hash, tree_size,
-        frontier); returns whether intake is pending now (never, without an intake)."""
+    def insert_events(
+        self,
+        rows: list[Sequence[Any]],
+        head: Sequence[Any],
+        marks: Mapping[str, tuple[int, int]] | None = None,
+    ) -> bool:
+        """Insert sequenced event rows, move the head row to `head` (seq, hash, tree_size,
+        frontier) and record `marks`, the projections' states after these events (name ->
+        (version, applied_seq)); returns whether intake is pending now (never, without an
+        intake)."""
         from plaudit.store.schema import EVENT_COLUMNS
 
         self.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
         self.move_head(head)
+        if marks:
+            self.upsert(
+                "plaudit_projections",
+                _MARK_COLUMNS,
+                _MARK_TYPES,
+                [(name, ver, applied) for name, (ver, applied) in marks.items()],
+                key=("name",),
+            )
         return False
 
     def move_head(self, head: Sequence[Any]) -> None:

@@ -1080,15 +1080,17 @@ class EventLog:
         store_nodes(tx, ext.nodes)
         new_head = (seq, tx.blob(tip), seq, tx.blob(b"".join(ext.range.hashes)))
         pending = False
+        marks = None
         if inserted:
             tx.move_head(new_head)
         else:
+            marks = self.projections.marks(stored)
             try:
-                pending = tx.insert_events(rows, new_head)
+                pending = tx.insert_events(rows, new_head, marks)
             except tx.unique_violation:
                 # Not an id (those were looked up): a position is taken, so the head is behind.
                 raise IntegrityError.position_taken(head.seq) from None
-        self.projections.apply(tx, stored)
+        self.projections.apply(tx, stored, marked=marks is not None)
         tx.head_cache = head._replace(
             seq=seq,
             hash=tip,

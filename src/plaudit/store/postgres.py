@@ -10,7 +10,7 @@ process of an older plaudit, that knows only that lock, in line.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -70,6 +70,14 @@ _EVENT_TYPES = tuple(_COLUMN_TYPES[c] for c in EVENT_COLUMNS)
 _EVENTS_UNNEST = (
     f"INSERT INTO plaudit_events ({','.join(EVENT_COLUMNS)}) "
     "SELECT * FROM unnest(" + ", ".join(f"%b::{t}[]" for t in _EVENT_TYPES) + ")"
+)
+#: Projections' marks (name, version, applied_seq) as arrays, in the statement that inserts
+#: the events they cover (see `PostgresTx.insert_events`).
+_MARKS_UNNEST = (
+    "INSERT INTO plaudit_projections (name, version, applied_seq) "
+    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) "
+    "ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
+    "applied_seq = excluded.applied_seq"
 )
 _INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
 
@@ -463,19 +471,34 @@ class PostgresTx(Tx):
         known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
         return _head_state(row[:6], bool(row[6]))._replace(known=known)
 
-    def insert_events(self, rows: list[Sequence[Any]], head: Sequence[Any]) -> bool:
-        """A few rows and the head move in one statement (a round trip fewer), which also says
-        whether intake arrived meanwhile, so the writer can sequence it before it commits."""
+    def insert_events(
+        self,
+        rows: list[Sequence[Any]],
+        head: Sequence[Any],
+        marks: Mapping[str, tuple[int, int]] | None = None,
+    ) -> bool:
+        """A few rows, the head move and the projections' marks in one statement (a round
+        trip fewer, and a send fewer: psycopg sends each statement as it is executed, holding
+        the interpreter lock), which also says whether intake arrived meanwhile, so the
+        writer can sequence it before it commits."""
         if len(rows) > SMALL_INSERT:
-            super().insert_events(rows, head)
+            super().insert_events(rows, head, marks)
             return False if self.pipelined else self.intake_pending()
+        named = list((marks or {}).items())
         with _translated():
             self.cur.execute(
-                f"WITH ins AS ({_EVENTS_UNNEST} RETURNING 1) "
+                f"WITH ins AS ({_EVENTS_UNNEST} RETURNING 1), "
+                f"marks AS ({_MARKS_UNNEST} RETURNING 1) "
                 # (PostgreSQL runs a data-modifying WITH whether or not the UPDATE reads it.)
                 "UPDATE plaudit_head SET seq = %s, hash = %s, tree_size = %s, frontier = %s "
                 f"WHERE one = 1 RETURNING {_INTAKE_PENDING}",
-                [*_as_columns(rows), *head],
+                [
+                    *_as_columns(rows),
+                    [n for n, _ in named],
+                    [v for _, (v, _) in named],
+                    [a for _, (_, a) in named],
+                    *head,
+                ],
             )
             if self.pipelined:  # the pump sequences late intake; reading this costs a trip
                 return False

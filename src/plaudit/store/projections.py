@@ -322,8 +322,27 @@ class ProjectionManager:
             self._set(tx, proj.name, proj.version, upto)
         return proj
 
-    def apply(self, tx: Tx, events: Sequence[StoredEvent]) -> None:
-        """Called by the log inside the append transaction, after the rows are inserted."""
+    def marks(self, events: Sequence[StoredEvent]) -> dict[str, tuple[int, int]] | None:
+        """The state (version, applied_seq) each projection that `events` concern will have
+        once `apply` has applied them, for the log to write with the events' rows in one
+        statement (then it tells `apply`: `marked`). None when `apply` will have to read the
+        stored states first (they are not known as of the events' start): written before
+        that read, the marks would be taken for the states before the events."""
+        if not events:
+            return {}
+        first, last = events[0].seq, events[-1].seq
+        out: dict[str, tuple[int, int]] = {}
+        for ev in events:
+            for entry in self.matching(ev.type):
+                if entry.name not in out:
+                    out[entry.name] = (entry.load().version, last)
+        if out and not (self._known_head == first - 1 and all(n in self._known for n in out)):
+            return None
+        return out
+
+    def apply(self, tx: Tx, events: Sequence[StoredEvent], *, marked: bool = False) -> None:
+        """Called by the log inside the append transaction, after the rows are inserted;
+        `marked`: with the projections' `marks`, so they need not be written here."""
         if not events:
             return
         groups: dict[str, tuple[_Entry, list[StoredEvent]]] = {}
@@ -344,7 +363,8 @@ class ProjectionManager:
             proj.apply(tx, evs)
             after[proj.name] = (proj.version, last)
         # Projections no event of this batch matched keep their state (and their gap).
-        self._set_many(tx, {n: after[n] for n in groups})
+        if not marked:
+            self._set_many(tx, {n: after[n] for n in groups})
         self._local.staged = (last, after)
 
     def ensure_named(self, tx: Tx, name: str, head: int) -> Projection:
