@@ -378,23 +378,28 @@ class Bandit:
             included = msgspec.json.decode(row[0])
             context, phase, session_id = row[1], row[2], row[3]
             cfg = self._config_at(w.tx, int(row[4]))
-            cached = registered = self._cache.registry.arms
-            if any(a not in registered for a in included):
-                registered = self._registered(w.tx, included)
-            contents = {a: registered[a].content if a in registered else None for a in included}
+            cached = self._cache.registry.arms
             updates = phase == "active" and (error is None or cfg.update_on_error)
             # One scan of the output through the inventory's index answers both questions
             # (which included arms it references, which left-out ones it fetched) when the
             # miss search runs anyway or the run included many arms; per-arm rules otherwise.
             seek_misses = updates and cfg.learn_from_misses and bool(output_text or calls)
             everywhere: set[str] | None = None
-            if registered is cached and (seek_misses or len(included) > _INDEXED_FROM):
+            hit: np.ndarray | None = None  # the rewards as booleans aligned with `included`
+            if seek_misses or len(included) > _INDEXED_FROM:
                 index = inventory_index(cached)
-                everywhere = index.referenced(output_text, calls)
-                found = index.included(contents, output_text, calls, everywhere)
+                at = index.positions(included)  # None unless every arm is registered
+                if at is not None:
+                    everywhere, hit = index.scan(at, output_text, calls)
+            if hit is not None:
+                rewards = dict(zip(included, hit.astype(np.int64).tolist(), strict=True))
             else:
+                registered = cached
+                if any(a not in registered for a in included):
+                    registered = self._registered(w.tx, included)
+                contents = {a: registered[a].content if a in registered else None for a in included}
                 found = referenced_arms(contents, output_text, calls)
-            rewards = {arm_id: int(found[arm_id]) for arm_id in included}
+                rewards = {arm_id: int(found[arm_id]) for arm_id in included}
             payload = {
                 "run_id": run_id,
                 "context": context,
@@ -434,17 +439,18 @@ class Bandit:
                 )
                 # What the projection folds: the included arms' rewards and the misses (as
                 # successes), so the cache advances exactly as a reader's fold would.
-                folded = {**rewards, **dict.fromkeys(payload.get("missed", ()), 1)}
-                arm_ids = sorted(folded)
+                missed_ids = payload.get("missed", ())
+                arm_ids = sorted(included) if not missed_ids else None
+                if arm_ids is not None and hit is not None and arm_ids == included:
+                    r = hit.astype(np.float64)  # a registered run's arms come sorted
+                else:
+                    folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
+                    arm_ids = sorted(folded)
+                    r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
                 pending = fold.Pending(
-                    int(meta[0]),
-                    ev.ts_ms,
-                    int(meta[1]),
-                    context or None,
-                    arm_ids,
-                    np.array([1.0 if folded[a] else 0.0 for a in arm_ids]),
+                    int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
                 )
-                after.append((pending if updates and folded else None, meta))
+                after.append((pending if updates and arm_ids else None, meta))
             return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
         after: list[tuple[fold.Pending | None, Any]] = []

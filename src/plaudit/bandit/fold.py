@@ -9,6 +9,7 @@ observation updates the global evidence only, with detection.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,13 @@ class Table:
             self.cols[c] = np.concatenate([v, np.full(k, BLANK.get(c, 0), dtype=v.dtype)])
         self.present = np.concatenate([self.present, np.zeros(k, dtype=bool)])
 
+    def positions(self, ids: list[str]) -> np.ndarray | None:
+        """The positions of `ids`, or None if one has none here."""
+        try:
+            return np.fromiter(map(self.pos.__getitem__, ids), np.int64, len(ids))
+        except KeyError:
+            return None
+
     def put(self, at: np.ndarray, values: np.ndarray, hist: np.ndarray) -> None:
         """Store rows (STATE order without hist, as a float matrix) at positions `at`."""
         for j, c in enumerate(STATE[:-1]):
@@ -169,16 +177,19 @@ def apply(
     ob: Pending,
     counts: dict[str, list[int]],
     points: list[tuple[Any, ...]] | None = None,
+    *,
+    at: Sequence[np.ndarray] | None = None,
 ) -> None:
     """Fold one observation into the state rows of its scopes (every arm of `ob.arms` must
     have a position in them), and into `counts` (scope: [observations, boost_until]). With
     `points`, the history points it adds are appended there. The projection's checkpoint and
     every reader (the selection cache, statistics) apply pending observations with this, so
     all reach identical numbers. A select folds one of these per observation it has not seen,
-    so only the columns that change are gathered and written back."""
+    so only the columns that change are gathered and written back. `at`: the arms'
+    positions in `glob` (and `ctx`) if the caller has them already."""
     index, now, r = ob.index, ob.now, ob.r
     # map() over the dict's lookup: the positions without a Python-level loop
-    gi = np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+    gi = at[0] if at else np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
     gcols = glob.cols
     # A labelled observation updates the global evidence without detection, which reads (and
     # changes) only these columns: gathering the detectors' columns too would be wasted.
@@ -187,7 +198,11 @@ def apply(
     c: dict[str, Any] | None = None
     ci = gi
     if ctx is not None:
-        ci = np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+        ci = (
+            at[1]
+            if at and len(at) > 1
+            else np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+        )
         c = {k: ctx.cols[k][ci] for k in _EV}
         res = observe(
             c,

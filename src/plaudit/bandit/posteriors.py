@@ -146,11 +146,16 @@ class PosteriorCache:
             return  # another writer, a checkpoint or a new registry came between
         if ob is not None:
             names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
-            tables = [self.tables.get(n) for n in names]
-            need = set(ob.arms)
-            if any(t is None or not t.pos.keys() >= need for t in tables):
-                return  # a row the cache has not loaded: only a snapshot read may load it
-            fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
+            at: list[np.ndarray] = []
+            for name in names:
+                t = self.tables.get(name)
+                where = None if t is None else t.positions(ob.arms)
+                if where is None:
+                    return  # a row the cache has not loaded: only a snapshot read may load it
+                at.append(where)
+            glob = self.tables[GLOBAL]
+            ctx = self.tables[ob.context] if ob.context is not None else None
+            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=at)
         self.folded = self.obs_index = index
         self.now = now
         self.ckpt = ckpt

@@ -340,7 +340,7 @@ class BanditProjection:
                     now,
                     p.context or None,
                     msgspec.json.encode(arm_ids).decode(),
-                    "".join("1" if rewards[a] else "0" for a in arm_ids),
+                    "".join(map(_BIT.__getitem__, map(rewards.__getitem__, arm_ids))),
                 ),
             )
         ckpt = int(row[5])
@@ -362,6 +362,9 @@ class BanditProjection:
         _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
         return cfg
 
+
+#: A reward (0 or 1, as the payload's schema allows) as the pending row's character.
+_BIT = {0: "0", 1: "1"}
 
 #: Per thread: (tx, observation id, the bandit_meta row its recording left), for `written_meta`.
 _written = threading.local()
