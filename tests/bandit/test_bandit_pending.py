@@ -18,7 +18,7 @@ from plaudit import Plaudit
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig
 from plaudit.bandit.memory import MemoryLearner
-from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY
+from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY, compact_rewards
 from plaudit.events import make_event
 
 IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
@@ -29,10 +29,21 @@ step = st.tuples(
     st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # included
     st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # referenced
     st.booleans(),  # the process stops after this step; a new one opens the store
+    st.one_of(st.none(), st.permutations(range(len(IDS)))),  # rewards by id, or compact in
+    # this order of the arms
 )
 
 
-def _observe(p: Plaudit, i: int, label: str | None, inc: list[bool], ref: list[bool]) -> None:
+def _observe(
+    p: Plaudit,
+    i: int,
+    label: str | None,
+    inc: list[bool],
+    ref: list[bool],
+    order: list[int] | None = None,
+) -> None:
+    """Append a run and its observation; with `order`, the observation's rewards in the
+    compact form (`arms` and `hits`), its arms in that order, else by id (older versions)."""
     arms = [{"id": a, "tokens": 100, "included": bool(x)} for a, x in zip(IDS, inc, strict=True)]
     run = make_event(
         "plaudit.bandit.run.v1",
@@ -40,9 +51,13 @@ def _observe(p: Plaudit, i: int, label: str | None, inc: list[bool], ref: list[b
         id=f"run-{i}",
     )
     rewards = {a: int(r) for a, r, x in zip(IDS, ref, inc, strict=True) if x}
+    form: dict[str, Any] = {"rewards": rewards}
+    if order is not None:
+        ids = [IDS[j] for j in order if inc[j]]
+        form = compact_rewards(ids, "".join(str(rewards[a]) for a in ids))
     obs = make_event(
         "plaudit.bandit.observation.v1",
-        {"run_id": f"run-{i}", "rewards": rewards, "updates": True, "context": label},
+        {"run_id": f"run-{i}", **form, "updates": True, "context": label},
     )
     p.log.append_batch([run, obs])
 
@@ -67,8 +82,8 @@ def test_store_equals_memory_and_rebuild(steps: list[Any], posterior_table: Any)
         try:
             p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
             seen = _state(p)  # a long-lived reader: its cache folds what others append
-            for i, (label, inc, ref, stop) in enumerate(steps):
-                _observe(p, i, label, inc, ref)
+            for i, (label, inc, ref, stop, order) in enumerate(steps):
+                _observe(p, i, label, inc, ref, order)
                 idx = np.flatnonzero(inc)
                 if len(idx):
                     mem.learn(label, idx, np.array(ref, dtype=np.float64)[idx])

@@ -31,6 +31,7 @@ from plaudit.bandit.trailing import Trailing
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
+from plaudit.store.log import AppendResult
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -121,6 +122,16 @@ def _rounded(values: list[float]) -> list[float]:
 
 def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) -> float | None:
     return cfg.miss_cost(int(tokens.sum()), budget)
+
+
+def _outcome(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An observation payload with its rewards in one form, for comparing: a run observed by
+    an older version (rewards by id) and observed again now (`compact_rewards`) with the
+    same outcome is the same observation."""
+    out = {k: v for k, v in payload.items() if k not in ("rewards", "arms", "hits")}
+    out["rewards"] = projection.rewards_of(dict(payload))
+    out["missed"] = list(out.get("missed", ()))
+    return out
 
 
 def _observation_id(run_id: str) -> str:
@@ -392,6 +403,7 @@ class Bandit:
                 if at is not None:
                     everywhere, hit = index.scan(at, output_text, calls)
             if hit is not None:
+                hits = (hit.astype(np.uint8) + 48).tobytes().decode()  # "0" and "1"
                 rewards = dict(zip(included, hit.astype(np.int64).tolist(), strict=True))
             else:
                 registered = cached
@@ -400,10 +412,11 @@ class Bandit:
                 contents = {a: registered[a].content if a in registered else None for a in included}
                 found = referenced_arms(contents, output_text, calls)
                 rewards = {arm_id: int(found[arm_id]) for arm_id in included}
+                hits = "".join("1" if found[a] else "0" for a in included)
             payload = {
                 "run_id": run_id,
                 "context": context,
-                "rewards": rewards,
+                **projection.compact_rewards(included, hits),
                 "updates": updates,
                 "usage_tokens": usage_tokens,
                 "duration_ms": duration_ms,
@@ -420,16 +433,19 @@ class Bandit:
                     payload["missed"] = sorted(missed)
             oid = _observation_id(run_id)
             ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
-            try:
-                res = w.append(ev)
-            except ConflictError:
-                raise ConflictError(
-                    oid, f"run {run_id!r} was already observed with a different outcome"
-                ) from None
+            res = w.append_batch([ev], on_conflict="skip").results[0]
+            if res.status == "conflict":
+                stored = w.get(oid)
+                if stored is None or _outcome(stored.payload) != _outcome(payload):
+                    raise ConflictError(
+                        oid, f"run {run_id!r} was already observed with a different outcome"
+                    )
+                # the same outcome, recorded with rewards by id (by an older version)
+                res = AppendResult(oid, res.seq, "present")
             if res.status == "present":
                 stored = w.get(oid)
                 if stored is not None:
-                    rewards = stored.payload["rewards"]
+                    rewards = projection.rewards_of(stored.payload)
                     updates = stored.payload["updates"]
                     payload["missed"] = stored.payload.get("missed", [])
             else:
@@ -571,7 +587,11 @@ class Bandit:
             raise NotFoundError(f"no bandit run with run_id {run_id!r}")
         out: dict[str, Any] = {"run_id": run_id, "ts_ms": ev.ts_ms, **ev.payload}
         obs = self.p.log.get(_observation_id(run_id))
-        out["observation"] = None if obs is None else obs.payload
+        if obs is None:
+            out["observation"] = None
+        else:  # rewards by id, whichever form the event holds them in
+            rest = {k: v for k, v in obs.payload.items() if k not in ("arms", "hits")}
+            out["observation"] = {**rest, "rewards": projection.rewards_of(obs.payload)}
         return out
 
     def evaluate(

@@ -73,6 +73,11 @@ CHECKPOINT_EVERY = 8
 CHECKPOINT_LIMIT = 64
 
 
+#: A reward (0 or 1, as the payload's schema allows) as a character of `hits`, and back.
+_BIT = {0: "0", 1: "1"}
+_INT = {"0": 0, "1": 1}
+
+
 class _ArmRecord(msgspec.Struct):
     id: str
     tokens: int
@@ -103,7 +108,12 @@ class _RunPayloadV2(msgspec.Struct):
 
 class _ObservationPayload(msgspec.Struct):
     run_id: str
-    rewards: dict[str, Literal[0, 1]]
+    #: each included arm's reward, by id: the first form, still read (see `rewards_of`)
+    rewards: dict[str, Literal[0, 1]] | None = None
+    #: the compact form: the included arms' ids joined by newlines, and their rewards as a
+    #: string of "0" and "1" in the same order
+    arms: str | None = None
+    hits: str | None = None
     updates: bool = False
     #: excluded arms the output referenced: successes, like included referenced arms
     missed: list[str] = msgspec.field(default_factory=list)
@@ -119,6 +129,43 @@ class _ConfigPayload(msgspec.Struct):
 
 class _ArmsPayload(msgspec.Struct):
     arms: list[Any]
+
+
+def compact_rewards(arm_ids: Sequence[str], hits: str) -> dict[str, str]:
+    """An observation payload's `arms` and `hits` for the included arms `arm_ids` and their
+    rewards `hits` ("0" or "1" each, aligned). At 1,000 arms a dictionary entry per arm was
+    most of what the log checked, hashed and stored for an observation, and the projection
+    decoded and validated it entry by entry; two strings cost a fraction of that. Arm ids
+    hold no control characters, so a newline separates them unambiguously."""
+    return {"arms": "\n".join(arm_ids), "hits": hits}
+
+
+def reward_pairs(payload: Any) -> tuple[list[str], str]:
+    """(included arm ids, their rewards as "0"/"1" characters) of an observation payload in
+    either form (`_ObservationPayload` or its dictionary), checked. The first form's rewards
+    come in the order of its keys."""
+    get = payload.get if isinstance(payload, dict) else lambda k: getattr(payload, k, None)
+    rewards, arms, hits = get("rewards"), get("arms"), get("hits")
+    if arms is not None or hits is not None:
+        if rewards is not None:
+            raise ValueError("holds both rewards and arms/hits")
+        if not isinstance(arms, str) or not isinstance(hits, str):
+            raise ValueError("arms and hits must both be strings")
+        ids = arms.split("\n") if arms else []
+        if len(ids) != len(hits) or hits.strip("01"):
+            raise ValueError("hits must hold one 0 or 1 per arm of arms")
+        if len(set(ids)) != len(ids):
+            raise ValueError("arms holds an id twice")
+        return ids, hits
+    if not isinstance(rewards, dict):
+        raise ValueError("needs rewards, or arms and hits")
+    return list(rewards), "".join(map(_BIT.__getitem__, rewards.values()))
+
+
+def rewards_of(payload: dict[str, Any]) -> dict[str, int]:
+    """Each included arm's reward (0 or 1) in a stored observation payload, either form."""
+    ids, hits = reward_pairs(payload)
+    return dict(zip(ids, map(_INT.__getitem__, hits), strict=True))
 
 
 def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
@@ -314,15 +361,20 @@ class BanditProjection:
         """Record one observation; `cfg` is the settings in force if already read (else
         None). Returns the settings, read here if a checkpoint needed them."""
         p = _decode(ev, _ObservationPayload)
-        # Misses (arms the run left out that its output references) fold as successes.
-        rewards = {**p.rewards, **dict.fromkeys(p.missed, 1)} if p.missed else p.rewards
+        try:
+            ids, hits = reward_pairs(p)
+        except ValueError as exc:
+            raise ValidationError("payload", f"{ev.type}: {exc}", where=ev.id) from None
+        if p.missed:  # arms the run left out that its output references fold as successes
+            merged = {**dict(zip(ids, hits, strict=True)), **dict.fromkeys(p.missed, "1")}
+            ids, hits = list(merged), "".join(merged.values())
         row = tx.fetchone(
             "SELECT obs_index, last_ts, pending, arms_seq, config_seq, ckpt_index "
             "FROM bandit_meta WHERE one = 1"
         )
         assert row is not None
         index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)
-        updates = p.updates and bool(rewards)
+        updates = p.updates and bool(ids)
         pending = int(row[2]) + (1 if updates else 0)
         tx.execute(
             "UPDATE bandit_runs SET observed = 1, obs_ts_ms = ?, usage_tokens = ?, "
@@ -330,7 +382,10 @@ class BanditProjection:
             (ev.ts_ms, p.usage_tokens, p.duration_ms, p.error, 1 if updates else 0, p.run_id),
         )
         if updates:
-            arm_ids = sorted(rewards)
+            arm_ids = sorted(ids)
+            if arm_ids != ids:  # a registered run's arms come sorted already
+                by_id = dict(zip(ids, hits, strict=True))
+                hits = "".join(map(by_id.__getitem__, arm_ids))
             tx.execute(
                 "INSERT INTO bandit_pending (obs_index, ts_ms, now, context, arms, rewards) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -340,7 +395,7 @@ class BanditProjection:
                     now,
                     p.context or None,
                     msgspec.json.encode(arm_ids).decode(),
-                    "".join(map(_BIT.__getitem__, map(rewards.__getitem__, arm_ids))),
+                    hits,
                 ),
             )
         ckpt = int(row[5])
@@ -362,9 +417,6 @@ class BanditProjection:
         _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
         return cfg
 
-
-#: A reward (0 or 1, as the payload's schema allows) as the pending row's character.
-_BIT = {0: "0", 1: "1"}
 
 #: Per thread: (tx, observation id, the bandit_meta row its recording left), for `written_meta`.
 _written = threading.local()
