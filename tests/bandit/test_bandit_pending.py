@@ -202,9 +202,9 @@ def test_where_checkpoints_run_and_that_readers_cannot_tell(
     where: list[str] = []
     real = projection.checkpoint
 
-    def spy(tx: Any, cfg: Any) -> None:
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
         where.append(threading.current_thread().name)
-        real(tx, cfg)
+        real(tx, cfg, given)
 
     monkeypatch.setattr(projection, "checkpoint", spy)
     trails = db_url.startswith("postgresql")
@@ -232,6 +232,103 @@ def test_where_checkpoints_run_and_that_readers_cannot_tell(
         want = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == want
+
+
+def _raw_state(p: Plaudit) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the projection keeps for posteriors, exactly (no rounding)."""
+    out = {}
+    with p.backend.read() as tx:
+        for table, key in (
+            ("bandit_posteriors", "scope, arm_id"),
+            ("bandit_history", "scope, arm_id, obs_index"),
+            ("bandit_scopes", "scope"),
+            ("bandit_pending", "obs_index"),
+            ("bandit_meta", "one"),
+        ):
+            out[table] = [tuple(r) for r in tx.fetchall(f"SELECT * FROM {table} ORDER BY {key}")]
+    return out
+
+
+MORE = [*IDS, "file:ws:b.md", "tool:exec:Read", "section:sys:rules", "skill:ops:deploy"]
+OUTPUTS = [
+    "",
+    "a.py and b.md while debugging",
+    "Bash then Read; deploy to ops",
+    "nothing useful",
+    "debugging a.py; ops deploy notes in b.md",
+]
+
+
+_CACHE_STEP = st.tuples(
+    st.sampled_from(LABELS),
+    st.integers(0, len(OUTPUTS) - 1),
+    st.integers(0, 1),  # which of two handles selects and observes
+    st.sampled_from([None, 150, 400, 100_000]),  # budget (None: explicit arms)
+    st.booleans(),  # reopen that handle afterwards
+)
+
+
+def _cache_checkpoints(steps: list[Any]) -> list[bool]:
+    """Run `steps`; check that every stored row equals a rebuild's; return, per checkpoint,
+    whether it was written from the observer's cache."""
+    from plaudit.bandit import projection
+
+    given_: list[bool] = []
+    real = projection.checkpoint
+
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
+        given_.append(given is not None)
+        real(tx, cfg, given)
+
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "c.db")
+        handles = [Plaudit.open(db), Plaudit.open(db)]
+        projection.checkpoint = spy  # type: ignore[assignment]
+        try:
+            handles[0].bandit.register([{"id": a, "tokens": 100} for a in MORE[:-1]])
+            for i, (label, out, who, budget, reopen) in enumerate(steps):
+                b = handles[who].bandit
+                if budget is None:  # explicit arms: the last one is registered by this run
+                    sel = b.select([{"id": a, "tokens": 100} for a in MORE], 100_000, label, i)
+                else:
+                    sel = b.select(token_budget=budget, context=label, seed=i)
+                b.observe(sel.run_id, OUTPUTS[out], [{"name": "Bash"}] if out == 2 else [])
+                if reopen:
+                    handles[who].close()
+                    handles[who] = Plaudit.open(db)
+            live, used = _raw_state(handles[0]), list(given_)
+            handles[0].rebuild()  # (its checkpoints have no cache to take rows from)
+            assert _raw_state(handles[0]) == live
+        finally:
+            projection.checkpoint = real  # type: ignore[assignment]
+            for h in handles:
+                h.close()
+    return used
+
+
+@given(steps=st.lists(_CACHE_STEP, min_size=1, max_size=3 * INLINE_EVERY + 3))
+@settings(max_examples=15, deadline=None)
+def test_checkpoints_written_from_the_observers_cache_equal_a_rebuild(steps: list[Any]) -> None:
+    """SQLite: the observation that completes a checkpoint writes it from its own process's
+    cache (`PosteriorCache.checkpoint`) when that holds exactly the rows needed. Whatever the
+    sequence (two handles observing in turn, so each cache folds the other's observations;
+    misses; runs with explicit arms that register a new one; handles closed and reopened),
+    every stored row (evidence, detectors, sums, history, scope counts, pending) equals what
+    a rebuild, which replays without any cache, writes; with no new registry between, every
+    checkpoint took the cache's path."""
+    given_ = _cache_checkpoints(steps)
+    if all(s[3] is not None for s in steps):
+        assert all(given_)
+
+
+def test_a_long_run_of_observations_checkpoints_from_the_cache() -> None:
+    """The same, for a fixed sequence long enough for several checkpoints."""
+    steps = [
+        (LABELS[i % 3], i % len(OUTPUTS), (i // 3) % 2, [150, 400, 100_000][i % 3], i % 17 == 5)
+        for i in range(4 * INLINE_EVERY + 3)
+    ]
+    given_ = _cache_checkpoints(steps)
+    assert len(given_) >= 3 and all(given_)
 
 
 def test_postgres_observations_appended_directly_checkpoint_at_the_limit(

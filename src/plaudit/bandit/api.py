@@ -433,7 +433,13 @@ class Bandit:
                     payload["missed"] = sorted(missed)
             oid = _observation_id(run_id)
             ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
-            res = w.append_batch([ev], on_conflict="skip").results[0]
+            # a checkpoint this observation completes is written from this process's cache
+            # when that holds exactly the rows it needs (`PosteriorCache.checkpoint`)
+            projection.offer(w.tx, oid, self._cache.checkpoint)
+            try:
+                res = w.append_batch([ev], on_conflict="skip").results[0]
+            finally:
+                projection.offer(w.tx, oid, None)
             if res.status == "conflict":
                 stored = w.get(oid)
                 if stored is None or _outcome(stored.payload) != _outcome(payload):

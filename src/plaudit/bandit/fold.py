@@ -124,6 +124,19 @@ class Table:
             self.cols[c] = np.concatenate([v, np.full(k, BLANK.get(c, 0), dtype=v.dtype)])
         self.present = np.concatenate([self.present, np.zeros(k, dtype=bool)])
 
+    def copy(self) -> Table:
+        """A copy to fold into without changing this table (the arms' positions are shared:
+        folding never adds arms)."""
+        out = Table()
+        out.pos = self.pos
+        out.cols = {c: v.copy() for c, v in self.cols.items()}
+        out.present = self.present.copy()
+        return out
+
+    def ids(self) -> list[str]:
+        """The arm ids by position."""
+        return list(self.pos)
+
     def positions(self, ids: list[str]) -> np.ndarray | None:
         """The positions of `ids`, or None if one has none here."""
         try:
@@ -179,6 +192,7 @@ def apply(
     points: list[tuple[Any, ...]] | None = None,
     *,
     at: Sequence[np.ndarray] | None = None,
+    trace: list[Traced] | None = None,
 ) -> None:
     """Fold one observation into the state rows of its scopes (every arm of `ob.arms` must
     have a position in them), and into `counts` (scope: [observations, boost_until]). With
@@ -186,7 +200,8 @@ def apply(
     every reader (the selection cache, statistics) apply pending observations with this, so
     all reach identical numbers. A select folds one of these per observation it has not seen,
     so only the columns that change are gathered and written back. `at`: the arms'
-    positions in `glob` (and `ctx`) if the caller has them already."""
+    positions in `glob` (and `ctx`) if the caller has them already. With `trace`, what a
+    checkpoint needs to write for it is appended there (see `Traced`)."""
     index, now, r = ob.index, ob.now, ob.r
     # map() over the dict's lookup: the positions without a Python-level loop
     gi = at[0] if at else np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
@@ -249,9 +264,35 @@ def apply(
         cols["last_index"][at] = index
         cols["last_ts"][at] = now
         table.present[at] = True
-        if points is not None:
-            mark = (pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0)
-            for j in np.flatnonzero(mark).tolist():
-                points.append(
-                    (index, ob.ts_ms, name, ob.arms[j], float(new["s"][j]), float(new["f"][j]))
-                )
+        if points is not None or trace is not None:
+            js = np.flatnonzero((pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0))
+            if points is not None:
+                for j in js.tolist():
+                    points.append(
+                        (index, ob.ts_ms, name, ob.arms[j], float(new["s"][j]), float(new["f"][j]))
+                    )
+            if trace is not None:
+                trace.append(Traced(name, at, ob, js, new["s"][js], new["f"][js]))
+
+
+@dataclass
+class Traced:
+    """One observation folded into one scope's table, as a checkpoint of that table needs
+    it: the rows it changed (`at`, positions in the table) and its history points (the arms
+    `ob.arms[js]` and their evidence after it). A cache that keeps these for the observations
+    it folded since the last checkpoint can write the next one from its own rows."""
+
+    scope: str
+    at: np.ndarray
+    ob: Pending
+    js: np.ndarray
+    s: np.ndarray
+    f: np.ndarray
+
+    def points(self) -> list[tuple[Any, ...]]:
+        """The history points, as `apply` gives them with `points`."""
+        ob, name = self.ob, self.scope
+        return [
+            (ob.index, ob.ts_ms, name, ob.arms[j], s, f)
+            for j, s, f in zip(self.js.tolist(), self.s.tolist(), self.f.tolist(), strict=True)
+        ]

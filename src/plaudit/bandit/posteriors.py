@@ -90,6 +90,9 @@ class PosteriorCache:
         self.tables: dict[str, fold.Table] = {}
         #: Per loaded scope: [observations, boost_until].
         self.counts: dict[str, list[int]] = {}
+        #: What each observation folded since checkpoint `ckpt` changed (`fold.Traced`; every
+        #: fold is traced), so the next checkpoint can be written from these tables.
+        self.since: list[fold.Traced] = []
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, tx: Tx) -> None:
@@ -106,12 +109,16 @@ class PosteriorCache:
             self.tables.clear()
             self.counts.clear()
             self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
+            self.since = []
         elif ckpt > self.folded:
             # A checkpoint folded observations this cache has not: take the rows it changed.
             if self.tables:
                 self._changed_since(tx, self.folded)
                 self.counts.update(proj.read_counts(tx, list(self.tables)))
             self.folded = ckpt
+            self.since = []
+        elif ckpt > self.ckpt:  # another checkpoint, of observations this cache has folded
+            self.since = [t for t in self.since if t.ob.index > ckpt]
         self.ckpt = ckpt
         if index > self.folded:
             for ob in proj.pending_since(tx, self.folded):
@@ -155,10 +162,67 @@ class PosteriorCache:
                 at.append(where)
             glob = self.tables[GLOBAL]
             ctx = self.tables[ob.context] if ob.context is not None else None
-            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=at)
+            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=at, trace=self.since)
+        if ckpt == index:  # this observation completed a checkpoint
+            self.since = []
         self.folded = self.obs_index = index
         self.now = now
         self.ckpt = ckpt
+
+    def checkpoint(
+        self,
+        cfg: BanditConfig,
+        ob: fold.Pending | None,
+        index: int,
+        ckpt: int,
+        marks: tuple[int, int],
+    ) -> proj.Checkpoint | None:
+        """The checkpoint that observation `index` (`ob`, None if it updates nothing)
+        completes, from these tables, if they hold exactly the rows checkpoint `ckpt` left
+        with every observation after it folded (and traced in `since`), up to `index` - 1;
+        else None (the projection then reads and folds the pending rows itself).
+
+        `folded` computes the same values: the same arithmetic (`fold.apply`) on the same
+        rows, in the same order. The tables are not changed: the observation is folded into
+        copies of its scopes' tables, and into the cache only by `advance` once it has
+        committed. Called inside the observation's write transaction, so it only tries the
+        lock: a select holding it is never waited for."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if marks != self._marks or ckpt != self.ckpt or self.folded != index - 1:
+                return None
+            trace = list(self.since)
+            counts = {name: list(c) for name, c in self.counts.items()}
+            copies: dict[str, fold.Table] = {}
+            if ob is not None:
+                names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
+                at: list[np.ndarray] = []
+                for name in names:
+                    t = self.tables.get(name)
+                    where = None if t is None else t.positions(ob.arms)
+                    if where is None:
+                        return None
+                    copies[name] = t.copy()
+                    at.append(where)
+                ctx = copies[ob.context] if ob.context is not None else None
+                fold.apply(cfg, copies[GLOBAL], ctx, ob, counts, at=at, trace=trace)
+            touched: dict[str, list[np.ndarray]] = {}
+            for t_ in trace:
+                touched.setdefault(t_.scope, []).append(t_.at)
+            rows: list[tuple[Any, ...]] = []
+            for name, ats in touched.items():
+                table = copies.get(name) or self.tables[name]
+                where = np.unique(np.concatenate(ats))
+                ids = table.ids()
+                rows += [
+                    (name, ids[i], *row)
+                    for i, row in zip(where.tolist(), table.rows(where), strict=True)
+                ]
+            points = [p for t_ in trace for p in t_.points()]
+            return proj.Checkpoint(rows, {name: counts[name] for name in touched}, points)
+        finally:
+            self.lock.release()
 
     def _apply(self, tx: Tx, ob: fold.Pending) -> None:
         glob = self._table(tx, GLOBAL)
@@ -170,7 +234,7 @@ class PosteriorCache:
             if missing:  # arms no longer (or never) registered: kept after the registry's
                 t.grow(missing)
                 proj.fill(t, proj.read_rows(tx, name, missing))
-        fold.apply(self.cfg, glob, ctx, ob, self.counts)
+        fold.apply(self.cfg, glob, ctx, ob, self.counts, trace=self.since)
 
     def _reload(self, tx: Tx) -> None:
         body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")
