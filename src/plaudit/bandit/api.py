@@ -463,8 +463,10 @@ class Bandit:
                 # successes), so the cache advances exactly as a reader's fold would.
                 missed_ids = payload.get("missed", ())
                 arm_ids = sorted(included) if not missed_ids else None
+                known: tuple[Any, ...] = ()
                 if arm_ids is not None and hit is not None and arm_ids == included:
                     r = hit.astype(np.float64)  # a registered run's arms come sorted
+                    known = (at, cached)  # their positions in the registry
                 else:
                     folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
                     arm_ids = sorted(folded)
@@ -472,10 +474,10 @@ class Bandit:
                 pending = fold.Pending(
                     int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
                 )
-                after.append((pending if updates and arm_ids else None, meta))
+                after.append((pending if updates and arm_ids else None, meta, *known))
             return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
-        after: list[tuple[fold.Pending | None, Any]] = []
+        after: list[tuple[Any, ...]] = []
         rewards, updates, status, missed = self.p.log.run(write)
         if after:
             # Committed: fold it into this process's cache now, if the cache is just before it

@@ -264,35 +264,34 @@ def apply(
         cols["last_index"][at] = index
         cols["last_ts"][at] = now
         table.present[at] = True
-        if points is not None or trace is not None:
-            js = np.flatnonzero((pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0))
-            if points is not None:
-                for j in js.tolist():
-                    points.append(
-                        (index, ob.ts_ms, name, ob.arms[j], float(new["s"][j]), float(new["f"][j]))
-                    )
-            if trace is not None:
-                trace.append(Traced(name, at, ob, js, new["s"][js], new["f"][js]))
+        if points is not None:
+            points += Traced(name, at, ob, pulls, new["s"], new["f"]).points()
+        if trace is not None:  # the arrays are this fold's own results: kept, not copied
+            trace.append(Traced(name, at, ob, pulls, new["s"], new["f"]))
 
 
 @dataclass
 class Traced:
     """One observation folded into one scope's table, as a checkpoint of that table needs
-    it: the rows it changed (`at`, positions in the table) and its history points (the arms
-    `ob.arms[js]` and their evidence after it). A cache that keeps these for the observations
-    it folded since the last checkpoint can write the next one from its own rows."""
+    it: the rows it changed (`at`, positions in the table, aligned with `ob.arms`) and what
+    its history points are made of (each arm's pulls and evidence after it). A cache that
+    keeps these for the observations it folded since the last checkpoint can write the next
+    one from its own rows."""
 
     scope: str
     at: np.ndarray
     ob: Pending
-    js: np.ndarray
+    pulls: np.ndarray
     s: np.ndarray
     f: np.ndarray
 
     def points(self) -> list[tuple[Any, ...]]:
-        """The history points, as `apply` gives them with `points`."""
-        ob, name = self.ob, self.scope
+        """The history points (obs_index, ts_ms, scope, arm_id, s, f): after each of an arm's
+        first HISTORY_DENSE updates in the scope, and after every HISTORY_EVERY-th."""
+        pulls, ob, name = self.pulls, self.ob, self.scope
+        js = np.flatnonzero((pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0))
+        arms = ob.arms
         return [
-            (ob.index, ob.ts_ms, name, ob.arms[j], s, f)
-            for j, s, f in zip(self.js.tolist(), self.s.tolist(), self.f.tolist(), strict=True)
+            (ob.index, ob.ts_ms, name, arms[j], s, f)
+            for j, s, f in zip(js.tolist(), self.s[js].tolist(), self.f[js].tolist(), strict=True)
         ]

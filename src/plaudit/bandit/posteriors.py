@@ -126,7 +126,13 @@ class PosteriorCache:
             self.folded = index
         self.obs_index, self.now = index, now
 
-    def advance(self, ob: fold.Pending | None, meta: Sequence[Any]) -> None:
+    def advance(
+        self,
+        ob: fold.Pending | None,
+        meta: Sequence[Any],
+        at: np.ndarray | None = None,
+        arms: Any = None,
+    ) -> None:
         """Fold one committed observation that this process wrote (`ob`, None when it
         updates nothing), with `meta` the bandit_meta row its transaction left, if the cache
         reflects exactly the state before it and holds every row it changes. Otherwise leave
@@ -137,7 +143,10 @@ class PosteriorCache:
         checkpoint folded the same observations into the same stored rows with the same
         arithmetic (`fold.apply`), so the rows it wrote are the values the cache then holds,
         and the next `refresh` need not read them back (at 1,000 arms, thousands of rows
-        every `CHECKPOINT_EVERY` observations)."""
+        every `CHECKPOINT_EVERY` observations).
+
+        `at`: the positions of `ob.arms` in the registry `arms` (`Registry.arms`), if the
+        caller has them: a table holds the registry's arms first, in its order."""
         index, now, marks, ckpt = (
             int(meta[0]),
             int(meta[1]),
@@ -153,16 +162,19 @@ class PosteriorCache:
             return  # another writer, a checkpoint or a new registry came between
         if ob is not None:
             names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
-            at: list[np.ndarray] = []
+            where: list[np.ndarray] = []
             for name in names:
                 t = self.tables.get(name)
-                where = None if t is None else t.positions(ob.arms)
-                if where is None:
+                got = None
+                if t is not None:
+                    known = at is not None and arms is self.registry.arms
+                    got = at if known else t.positions(ob.arms)
+                if got is None:
                     return  # a row the cache has not loaded: only a snapshot read may load it
-                at.append(where)
+                where.append(got)
             glob = self.tables[GLOBAL]
             ctx = self.tables[ob.context] if ob.context is not None else None
-            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=at, trace=self.since)
+            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=where, trace=self.since)
         if ckpt == index:  # this observation completed a checkpoint
             self.since = []
         self.folded = self.obs_index = index
