@@ -224,7 +224,7 @@ class PosteriorCache:
                 touched.setdefault(t_.scope, []).append(t_.at)
             rows: list[tuple[Any, ...]] = []
             for name, ats in touched.items():
-                table = copies.get(name) or self.tables[name]
+                table = copies[name] if name in copies else self.tables[name]
                 where = np.unique(np.concatenate(ats))
                 ids = table.ids()
                 rows += [
