@@ -347,3 +347,34 @@ def test_postgres_observations_appended_directly_checkpoint_at_the_limit(
         want = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == want
+
+
+def test_a_cache_stops_tracing_when_nothing_checkpoints(monkeypatch: Any) -> None:
+    """With no checkpoint for a long while, the cache stops keeping what each fold changed
+    (its memory stays bounded); the next checkpoint then reads and folds the pending rows,
+    the one after that is written from the cache again, and a rebuild agrees throughout."""
+    from plaudit.bandit import posteriors, projection
+
+    given_: list[bool] = []
+    real = projection.checkpoint
+
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
+        given_.append(given is not None)
+        real(tx, cfg, given)
+
+    monkeypatch.setattr(projection, "checkpoint", spy)
+    monkeypatch.setattr(posteriors, "_TRACED_MAX", 24)
+    monkeypatch.setattr(projection, "INLINE_EVERY", 15)
+    with tempfile.TemporaryDirectory() as d, Plaudit.open(str(Path(d) / "t.db")) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in MORE[:-1]])
+        for i in range(2 * 15):
+            # labelled observations trace two scopes each, unlabelled ones one
+            label = LABELS[1 + i % 2] if i < 15 else None
+            sel = p.bandit.select(token_budget=100_000, context=label, seed=i)
+            p.bandit.observe(sel.run_id, OUTPUTS[i % len(OUTPUTS)], [])
+            if i == 13:  # 14 labelled observations: 28 traced folds, over the bound
+                assert p.bandit._cache.since is None
+        assert given_ == [False, True]
+        live = _raw_state(p)
+        p.rebuild()
+        assert _raw_state(p) == live

@@ -34,6 +34,10 @@ from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
 from plaudit.store.backend import Tx
 
+#: Traced folds (one per observation and scope) a cache keeps at most: a checkpoint comes
+#: every `INLINE_EVERY` (SQLite) or at most `CHECKPOINT_LIMIT` (PostgreSQL) observations.
+_TRACED_MAX = 4 * proj.CHECKPOINT_LIMIT
+
 #: The columns the cache holds per scope, in the order the queries return them.
 _COLS = (
     "s",
@@ -91,8 +95,9 @@ class PosteriorCache:
         #: Per loaded scope: [observations, boost_until].
         self.counts: dict[str, list[int]] = {}
         #: What each observation folded since checkpoint `ckpt` changed (`fold.Traced`; every
-        #: fold is traced), so the next checkpoint can be written from these tables.
-        self.since: list[fold.Traced] = []
+        #: fold is traced), so the next checkpoint can be written from these tables; None
+        #: once more than `_TRACED_MAX` wait (nothing checkpoints), until the next checkpoint.
+        self.since: list[fold.Traced] | None = []
 
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, tx: Tx) -> None:
@@ -117,13 +122,15 @@ class PosteriorCache:
                 self.counts.update(proj.read_counts(tx, list(self.tables)))
             self.folded = ckpt
             self.since = []
-        elif ckpt > self.ckpt:  # another checkpoint, of observations this cache has folded
+        elif ckpt > self.ckpt and self.since is not None:
+            # another checkpoint, of observations this cache has folded
             self.since = [t for t in self.since if t.ob.index > ckpt]
         self.ckpt = ckpt
         if index > self.folded:
             for ob in proj.pending_since(tx, self.folded):
                 self._apply(tx, ob)
             self.folded = index
+            self._bound_trace()
         self.obs_index, self.now = index, now
 
     def advance(
@@ -177,9 +184,14 @@ class PosteriorCache:
             fold.apply(self.cfg, glob, ctx, ob, self.counts, at=where, trace=self.since)
         if ckpt == index:  # this observation completed a checkpoint
             self.since = []
+        self._bound_trace()
         self.folded = self.obs_index = index
         self.now = now
         self.ckpt = ckpt
+
+    def _bound_trace(self) -> None:
+        if self.since is not None and len(self.since) > _TRACED_MAX:
+            self.since = None
 
     def checkpoint(
         self,
@@ -202,7 +214,12 @@ class PosteriorCache:
         if not self.lock.acquire(blocking=False):
             return None
         try:
-            if marks != self._marks or ckpt != self.ckpt or self.folded != index - 1:
+            if (
+                marks != self._marks
+                or ckpt != self.ckpt
+                or self.folded != index - 1
+                or self.since is None
+            ):
                 return None
             trace = list(self.since)
             counts = {name: list(c) for name, c in self.counts.items()}
