@@ -519,3 +519,22 @@ def test_a_settings_change_from_another_handle_applies_to_the_next_observe(
         fourth = a.bandit.select(token_budget=8000, seed=4)
         assert fourth.phase == "passive"
         assert not a.bandit.observe(fourth.run_id, OUTPUT).updated
+
+
+def test_an_observe_after_the_registry_changed_uses_the_new_positions(pl: Plaudit) -> None:
+    """A select's included arms and their registry positions are remembered for its
+    observe; when arms registered in between move every position (a new id sorting first),
+    observe reads the run's arms again, and its rewards are the per-arm rules' answer."""
+    from plaudit.bandit.detect import referenced_arms
+
+    ids = [f"file:ws:f{i:03d}.md" for i in range(100)]
+    pl.bandit.register([{"id": a, "tokens": 10} for a in ids])
+    sel = pl.bandit.select(token_budget=100_000, seed=1)
+    assert len(sel.included) > 64
+    pl.bandit.register([{"id": "file:aa:first.md", "tokens": 10}])
+    pl.bandit.posteriors()  # the handle's cache now holds the new registry
+    text = "read f001.md, f050.md and f099.md"
+    obs = pl.bandit.observe(sel.run_id, text)
+    want = referenced_arms(dict.fromkeys(sel.included), text, [])
+    assert obs.rewards == {a: int(v) for a, v in want.items()}
+    assert sorted(obs.referenced) == ["file:ws:f001.md", "file:ws:f050.md", "file:ws:f099.md"]

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 MAX_OUTPUT_CHARS = 16 << 20
+#: Selections a handle remembers for their observe (see `Bandit._selected`).
+_SELECTED_KEEP = 256
 #: Included arms from which observe reads references through the inventory's index (one
 #: scan of the output) rather than arm by arm, when it does not search for misses anyway.
 _INDEXED_FROM = 64
@@ -97,12 +99,11 @@ def _fill_share(inp: policy.PolicyInput) -> np.ndarray:
     return np.where(inp.protected, 1.0, max(share, 1e-6))
 
 
-def _excluded(
-    ids: list[str], included: np.ndarray, cache: posteriors.PosteriorCache | None
-) -> list[str]:
-    """The excluded ids; the registry keeps its ids as an object array for large inventories."""
-    if cache is not None and len(ids) > 256:
-        return cache.registry.id_array[~included].tolist()
+def _excluded(ids: list[str], included: np.ndarray, id_array: np.ndarray | None) -> list[str]:
+    """The excluded ids; the registry keeps its ids (`id_array`) as an object array for
+    large inventories."""
+    if id_array is not None and len(ids) > 256:
+        return id_array[~included].tolist()
     return [ids[i] for i in np.flatnonzero(~included)]
 
 
@@ -150,6 +151,11 @@ class Bandit:
         #: `_config_at`).
         self._settings: tuple[int, cfgmod.BanditConfig] | None = None
         self._trailing: Trailing | None = None
+        #: This handle's recent selections over the registry, by run id: the run row's
+        #: `included` text, those ids (the registry's own strings) and their registry
+        #: positions, and the registry (`Registry.arms`) they index. `observe` takes them
+        #: instead of decoding the row's 880 ids at 1,000 arms and looking each up again.
+        self._selected: dict[str, tuple[str, list[str], np.ndarray, Any]] = {}
 
     # -- plumbing ----------------------------------------------------------------------
     def _checkpoint_soon(self) -> None:
@@ -255,8 +261,9 @@ class Bandit:
         with self.p.backend.read() as tx, cache.lock:
             cache.refresh(tx)
             cfg = cache.cfg
+            reg = cache.registry  # the one the policy input is over (another may replace it)
             if explicit is None:
-                ids = cache.registry.ids
+                ids = reg.ids
                 if not ids:
                     raise ValidationError("arms", "none given and none registered")
             else:
@@ -283,7 +290,7 @@ class Bandit:
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
         if explicit is None and len(inc) > 64:
-            included_ids = cache.registry.id_array[inc].tolist()
+            included_ids = reg.id_array[inc].tolist()
         else:
             included_ids = [ids[i] for i in inc.tolist()]
         p_inc = _rounded(probs[inc].tolist())
@@ -325,10 +332,16 @@ class Bandit:
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
         self.p.log.run(write, durable=False)
+        if explicit is None:
+            selected = self._selected
+            while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
+                selected.pop(next(iter(selected), ""), None)
+            text = msgspec.json.encode(included_ids).decode()  # as the run row holds them
+            selected[run_id] = (text, included_ids, inc, reg.arms)
         return Selection(
             run_id=run_id,
             included=included_ids,
-            excluded=_excluded(ids, included, cache if explicit is None else None),
+            excluded=_excluded(ids, included, reg.id_array if explicit is None else None),
             is_baseline=is_baseline,
             used_tokens=used,
             budget=token_budget,
@@ -386,7 +399,11 @@ class Bandit:
             )
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
-            included = msgspec.json.decode(row[0])
+            held = self._selected.pop(run_id, None)
+            if held is not None and held[0] == row[0]:
+                included, held_at, held_arms = held[1], held[2], held[3]
+            else:
+                included, held_at, held_arms = msgspec.json.decode(row[0]), None, None
             context, phase, session_id = row[1], row[2], row[3]
             cfg = self._config_at(w.tx, int(row[4]))
             cached = self._cache.registry.arms
@@ -399,7 +416,8 @@ class Bandit:
             hit: np.ndarray | None = None  # the rewards as booleans aligned with `included`
             if seek_misses or len(included) > _INDEXED_FROM:
                 index = inventory_index(cached)
-                at = index.positions(included)  # None unless every arm is registered
+                # None unless every arm is registered; the index holds them in registry order
+                at = held_at if held_arms is cached else index.positions(included)
                 if at is not None:
                     everywhere, hit = index.scan(at, output_text, calls)
             if hit is not None:
