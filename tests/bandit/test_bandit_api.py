@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plaudit import Plaudit
 from plaudit.bandit import Selection
-from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2
+from plaudit.bandit.projection import (
+    OBSERVATION_V1,
+    RUN_V2,
+    compact_rewards,
+    reward_pairs,
+    rewards_of,
+)
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
+from plaudit.events import make_event
 
 OUTPUT = "Read README.md; deploys go through the canary stage, then I debugged it."
 
@@ -94,6 +103,81 @@ def test_unknown_run_and_idempotent_or_conflicting_observations(pl: Plaudit, arm
         pl.bandit.observe(sel.run_id, "a different output")
     assert pl.bandit.posteriors() == before
     assert pl.log.stats().by_type[OBSERVATION_V1] == 1
+
+
+def test_observations_are_recorded_compactly_and_read_back_by_id(pl: Plaudit, arms) -> None:
+    """`observe` records the included arms and their rewards as two strings (`arms`, `hits`);
+    `run` and an idempotent repeat give the rewards by id, as before."""
+    sel = pl.bandit.select(arms, token_budget=100_000, seed=1)
+    obs = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    stored = pl.log.get(f"obs:{sel.run_id}")
+    assert stored is not None and "rewards" not in stored.payload
+    assert stored.payload["arms"].split("\n") == sel.included
+    assert rewards_of(stored.payload) == obs.rewards
+    assert pl.bandit.run(sel.run_id)["observation"]["rewards"] == obs.rewards
+    assert "hits" not in pl.bandit.run(sel.run_id)["observation"]
+    again = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    assert again.status == "present" and again.rewards == obs.rewards
+
+
+def test_a_run_observed_by_an_older_version_is_still_idempotent(pl: Plaudit, arms) -> None:
+    """A run whose observation an older version recorded (rewards by id): observing it again
+    with the same outcome is `present`, with another outcome a conflict, and nothing is
+    appended either way."""
+    sel = pl.bandit.select(arms, token_budget=100_000, seed=1)
+    # what `observe` records for the same outcome, rewritten in the first form
+    other = pl.bandit.select(arms, token_budget=100_000, seed=1)
+    ref = pl.bandit.observe(other.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    stored = pl.log.get(f"obs:{other.run_id}")
+    assert stored is not None
+    old = {k: v for k, v in stored.payload.items() if k not in ("arms", "hits")}
+    old["run_id"] = sel.run_id
+    old["rewards"] = dict(ref.rewards)
+    pl.log.append(make_event(OBSERVATION_V1, old, id=f"obs:{sel.run_id}", source="bandit"))
+    length, before = len(pl.log), pl.bandit.posteriors()
+    again = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
+    assert again.status == "present" and again.rewards == ref.rewards
+    with pytest.raises(ConflictError, match="already observed with a different outcome"):
+        pl.bandit.observe(sel.run_id, "a different output")
+    assert len(pl.log) == length and pl.bandit.posteriors() == before
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rewards=st.dictionaries(
+        st.from_regex(
+            r"(tool|file|skill|memory):[a-z0-9_.-]{1,6}:[^\x00-\x1f\x7f]{1,12}", fullmatch=True
+        ),
+        st.sampled_from([0, 1]),
+        max_size=40,
+    )
+)
+def test_the_compact_form_decodes_to_the_same_rewards(rewards: dict[str, int]) -> None:
+    """Whatever the arm ids (their names may hold colons, slashes, spaces, any printable
+    character) and rewards, `arms` and `hits` give back exactly the rewards by id, in order;
+    and the first form reads the same."""
+    hits = "".join(str(v) for v in rewards.values())
+    compact = compact_rewards(list(rewards), hits)
+    assert reward_pairs(compact) == (list(rewards), hits)
+    assert rewards_of(compact) == rewards and list(rewards_of(compact)) == list(rewards)
+    assert rewards_of({"rewards": rewards}) == rewards
+    assert reward_pairs({"rewards": rewards}) == (list(rewards), hits)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"arms": "a:b:c\nd:e:f", "hits": "1"},  # one reward for two arms
+        {"arms": "a:b:c", "hits": "2"},
+        {"arms": "a:b:c\na:b:c", "hits": "10"},  # an arm twice
+        {"arms": "a:b:c", "hits": "1", "rewards": {"a:b:c": 1}},  # both forms
+        {"arms": "a:b:c"},
+        {},
+    ],
+)
+def test_a_malformed_compact_observation_is_refused(payload: dict) -> None:
+    with pytest.raises(ValueError):
+        reward_pairs(payload)
 
 
 @pytest.mark.parametrize(
@@ -292,6 +376,9 @@ def test_config_is_an_event_and_applies_in_log_order(pl: Plaudit) -> None:
         (RUN_V2, {"budget": 1, "used_tokens": 0, "arms": [{"id": "a", "tokens": "x"}]}),
         (OBSERVATION_V1, {"run_id": "r", "rewards": {"tool:exec:Bash": 7}}),
         (OBSERVATION_V1, {"run_id": "r", "rewards": [], "usage_tokens": 1}),
+        (OBSERVATION_V1, {"run_id": "r", "arms": "tool:exec:Bash", "hits": "10"}),
+        (OBSERVATION_V1, {"run_id": "r", "arms": "tool:exec:Bash", "hits": "x"}),
+        (OBSERVATION_V1, {"run_id": "r"}),
         ("plaudit.bandit.config.v1", {"changes": {"threshold": "x"}}),
         ("plaudit.bandit.arms.v1", {"arms": [{"id": "nope", "tokens": 1}]}),
     ],
@@ -432,3 +519,22 @@ def test_a_settings_change_from_another_handle_applies_to_the_next_observe(
         fourth = a.bandit.select(token_budget=8000, seed=4)
         assert fourth.phase == "passive"
         assert not a.bandit.observe(fourth.run_id, OUTPUT).updated
+
+
+def test_an_observe_after_the_registry_changed_uses_the_new_positions(pl: Plaudit) -> None:
+    """A select's included arms and their registry positions are remembered for its
+    observe; when arms registered in between move every position (a new id sorting first),
+    observe reads the run's arms again, and its rewards are the per-arm rules' answer."""
+    from plaudit.bandit.detect import referenced_arms
+
+    ids = [f"file:ws:f{i:03d}.md" for i in range(100)]
+    pl.bandit.register([{"id": a, "tokens": 10} for a in ids])
+    sel = pl.bandit.select(token_budget=100_000, seed=1)
+    assert len(sel.included) > 64
+    pl.bandit.register([{"id": "file:aa:first.md", "tokens": 10}])
+    pl.bandit.posteriors()  # the handle's cache now holds the new registry
+    text = "read f001.md, f050.md and f099.md"
+    obs = pl.bandit.observe(sel.run_id, text)
+    want = referenced_arms(dict.fromkeys(sel.included), text, [])
+    assert obs.rewards == {a: int(v) for a, v in want.items()}
+    assert sorted(obs.referenced) == ["file:ws:f001.md", "file:ws:f050.md", "file:ws:f099.md"]

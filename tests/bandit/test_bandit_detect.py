@@ -217,6 +217,8 @@ _PIECES = st.sampled_from(
         "a good legal read",
         "golang",
         "x-y here",
+        "docs/",
+        "guide.md..x",
         "deploys go through the canary stage",
         "Go",
         " ",
@@ -233,6 +235,7 @@ _INVENTORY: dict[str, str | None] = {
     "skill:x-y:main": None,
     "file:workspace:README.md": None,
     "file:workspace:docs/guide.md": None,
+    "file:notes:docs": None,  # "docs/guide.md" names it as a directory
     "file:src:app": "src/app.py",
     "file:odd:my notes.txt": None,
     "memory:project:deploys": "Deploys go through the canary stage and need two approvals.",
@@ -262,7 +265,7 @@ def test_inventory_index_agrees_with_the_per_arm_rules(pieces, calls) -> None:
 @given(
     pieces=st.lists(_PIECES | st.sampled_from(["café go ", "docs/guide.md ü", "GO\n"]), max_size=8),
     calls=st.lists(_NAMES, max_size=3),
-    chosen=st.lists(st.integers(0, 13), max_size=14, unique=True),
+    chosen=st.lists(st.integers(0, 14), max_size=15, unique=True),
     other_content=st.booleans(),
 )
 def test_the_index_answers_for_included_arms_as_the_per_arm_rules(
@@ -284,6 +287,34 @@ def test_the_index_answers_for_included_arms_as_the_per_arm_rules(
     tool_calls = [{"name": n, "file_path": n} for n in calls]
     index = InventoryIndex(inventory)
     assert index.included(included, text, tool_calls) == referenced_arms(included, text, tool_calls)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        _PIECES | st.sampled_from(["café go ", "docs/guide.md ü", "GO\n", "x-y"]), max_size=8
+    ),
+    calls=st.lists(_NAMES, max_size=3),
+    chosen=st.lists(st.integers(0, 13), max_size=14, unique=True),
+)
+def test_hits_answer_for_held_arms_as_the_per_arm_rules(pieces, calls, chosen) -> None:
+    """`InventoryIndex.hits` (observe's path for a run whose arms are all registered) gives
+    each arm what `referenced_arms` gives, in the order asked: sections, skills sharing a
+    plain category word, and skills sharing an odd one (decided by their own rule) too."""
+    from plaudit.bandit.detect import InventoryIndex
+
+    inventory = {**_INVENTORY, "skill:go:other": None, "skill:x-y:other": None}
+    ids = [list(inventory)[i] for i in chosen]
+    text = "".join(pieces)
+    tool_calls = [{"name": n, "file_path": n} for n in calls]
+    index = InventoryIndex(inventory)
+    at = index.positions(ids)
+    assert at is not None
+    expected = referenced_arms({a: inventory[a] for a in ids}, text, tool_calls)
+    assert index.hits(at, text, tool_calls).tolist() == [expected[a] for a in ids]
+    found = index.referenced(text, tool_calls)
+    assert index.hits(at, text, tool_calls, found).tolist() == [expected[a] for a in ids]
+    assert index.positions([*ids, "tool:exec:Unheld"]) is None
 
 
 def test_a_category_word_shared_by_several_skills_is_no_miss() -> None:

@@ -18,7 +18,7 @@ from plaudit import Plaudit
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig
 from plaudit.bandit.memory import MemoryLearner
-from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY
+from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY, compact_rewards
 from plaudit.events import make_event
 
 IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
@@ -29,10 +29,21 @@ step = st.tuples(
     st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # included
     st.lists(st.booleans(), min_size=len(IDS), max_size=len(IDS)),  # referenced
     st.booleans(),  # the process stops after this step; a new one opens the store
+    st.one_of(st.none(), st.permutations(range(len(IDS)))),  # rewards by id, or compact in
+    # this order of the arms
 )
 
 
-def _observe(p: Plaudit, i: int, label: str | None, inc: list[bool], ref: list[bool]) -> None:
+def _observe(
+    p: Plaudit,
+    i: int,
+    label: str | None,
+    inc: list[bool],
+    ref: list[bool],
+    order: list[int] | None = None,
+) -> None:
+    """Append a run and its observation; with `order`, the observation's rewards in the
+    compact form (`arms` and `hits`), its arms in that order, else by id (older versions)."""
     arms = [{"id": a, "tokens": 100, "included": bool(x)} for a, x in zip(IDS, inc, strict=True)]
     run = make_event(
         "plaudit.bandit.run.v1",
@@ -40,9 +51,13 @@ def _observe(p: Plaudit, i: int, label: str | None, inc: list[bool], ref: list[b
         id=f"run-{i}",
     )
     rewards = {a: int(r) for a, r, x in zip(IDS, ref, inc, strict=True) if x}
+    form: dict[str, Any] = {"rewards": rewards}
+    if order is not None:
+        ids = [IDS[j] for j in order if inc[j]]
+        form = compact_rewards(ids, "".join(str(rewards[a]) for a in ids))
     obs = make_event(
         "plaudit.bandit.observation.v1",
-        {"run_id": f"run-{i}", "rewards": rewards, "updates": True, "context": label},
+        {"run_id": f"run-{i}", **form, "updates": True, "context": label},
     )
     p.log.append_batch([run, obs])
 
@@ -67,8 +82,8 @@ def test_store_equals_memory_and_rebuild(steps: list[Any], posterior_table: Any)
         try:
             p.bandit.register([{"id": a, "tokens": 100} for a in IDS])
             seen = _state(p)  # a long-lived reader: its cache folds what others append
-            for i, (label, inc, ref, stop) in enumerate(steps):
-                _observe(p, i, label, inc, ref)
+            for i, (label, inc, ref, stop, order) in enumerate(steps):
+                _observe(p, i, label, inc, ref, order)
                 idx = np.flatnonzero(inc)
                 if len(idx):
                     mem.learn(label, idx, np.array(ref, dtype=np.float64)[idx])
@@ -187,9 +202,9 @@ def test_where_checkpoints_run_and_that_readers_cannot_tell(
     where: list[str] = []
     real = projection.checkpoint
 
-    def spy(tx: Any, cfg: Any) -> None:
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
         where.append(threading.current_thread().name)
-        real(tx, cfg)
+        real(tx, cfg, given)
 
     monkeypatch.setattr(projection, "checkpoint", spy)
     trails = db_url.startswith("postgresql")
@@ -217,6 +232,103 @@ def test_where_checkpoints_run_and_that_readers_cannot_tell(
         want = posterior_table(p)
         p.rebuild()
         assert posterior_table(p) == want
+
+
+def _raw_state(p: Plaudit) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row the projection keeps for posteriors, exactly (no rounding)."""
+    out = {}
+    with p.backend.read() as tx:
+        for table, key in (
+            ("bandit_posteriors", "scope, arm_id"),
+            ("bandit_history", "scope, arm_id, obs_index"),
+            ("bandit_scopes", "scope"),
+            ("bandit_pending", "obs_index"),
+            ("bandit_meta", "one"),
+        ):
+            out[table] = [tuple(r) for r in tx.fetchall(f"SELECT * FROM {table} ORDER BY {key}")]
+    return out
+
+
+MORE = [*IDS, "file:ws:b.md", "tool:exec:Read", "section:sys:rules", "skill:ops:deploy"]
+OUTPUTS = [
+    "",
+    "a.py and b.md while debugging",
+    "Bash then Read; deploy to ops",
+    "nothing useful",
+    "debugging a.py; ops deploy notes in b.md",
+]
+
+
+_CACHE_STEP = st.tuples(
+    st.sampled_from(LABELS),
+    st.integers(0, len(OUTPUTS) - 1),
+    st.integers(0, 1),  # which of two handles selects and observes
+    st.sampled_from([None, 150, 400, 100_000]),  # budget (None: explicit arms)
+    st.booleans(),  # reopen that handle afterwards
+)
+
+
+def _cache_checkpoints(steps: list[Any]) -> list[bool]:
+    """Run `steps`; check that every stored row equals a rebuild's; return, per checkpoint,
+    whether it was written from the observer's cache."""
+    from plaudit.bandit import projection
+
+    given_: list[bool] = []
+    real = projection.checkpoint
+
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
+        given_.append(given is not None)
+        real(tx, cfg, given)
+
+    with tempfile.TemporaryDirectory() as d:
+        db = str(Path(d) / "c.db")
+        handles = [Plaudit.open(db), Plaudit.open(db)]
+        projection.checkpoint = spy  # type: ignore[assignment]
+        try:
+            handles[0].bandit.register([{"id": a, "tokens": 100} for a in MORE[:-1]])
+            for i, (label, out, who, budget, reopen) in enumerate(steps):
+                b = handles[who].bandit
+                if budget is None:  # explicit arms: the last one is registered by this run
+                    sel = b.select([{"id": a, "tokens": 100} for a in MORE], 100_000, label, i)
+                else:
+                    sel = b.select(token_budget=budget, context=label, seed=i)
+                b.observe(sel.run_id, OUTPUTS[out], [{"name": "Bash"}] if out == 2 else [])
+                if reopen:
+                    handles[who].close()
+                    handles[who] = Plaudit.open(db)
+            live, used = _raw_state(handles[0]), list(given_)
+            handles[0].rebuild()  # (its checkpoints have no cache to take rows from)
+            assert _raw_state(handles[0]) == live
+        finally:
+            projection.checkpoint = real  # type: ignore[assignment]
+            for h in handles:
+                h.close()
+    return used
+
+
+@given(steps=st.lists(_CACHE_STEP, min_size=1, max_size=3 * INLINE_EVERY + 3))
+@settings(max_examples=15, deadline=None)
+def test_checkpoints_written_from_the_observers_cache_equal_a_rebuild(steps: list[Any]) -> None:
+    """SQLite: the observation that completes a checkpoint writes it from its own process's
+    cache (`PosteriorCache.checkpoint`) when that holds exactly the rows needed. Whatever the
+    sequence (two handles observing in turn, so each cache folds the other's observations;
+    misses; runs with explicit arms that register a new one; handles closed and reopened),
+    every stored row (evidence, detectors, sums, history, scope counts, pending) equals what
+    a rebuild, which replays without any cache, writes; with no new registry between, every
+    checkpoint took the cache's path."""
+    given_ = _cache_checkpoints(steps)
+    if all(s[3] is not None for s in steps):
+        assert all(given_)
+
+
+def test_a_long_run_of_observations_checkpoints_from_the_cache() -> None:
+    """The same, for a fixed sequence long enough for several checkpoints."""
+    steps = [
+        (LABELS[i % 3], i % len(OUTPUTS), (i // 3) % 2, [150, 400, 100_000][i % 3], i % 17 == 5)
+        for i in range(4 * INLINE_EVERY + 3)
+    ]
+    given_ = _cache_checkpoints(steps)
+    assert len(given_) >= 3 and all(given_)
 
 
 def test_postgres_observations_appended_directly_checkpoint_at_the_limit(
@@ -323,3 +435,62 @@ def test_a_meta_row_read_ahead_is_used_only_for_its_own_observation(
             assert tx.fetchone(f"SELECT {projection.META_COLUMNS} FROM bandit_meta") == before
         assert posterior_table(p) == table
         assert before[0] == 5  # five observations recorded, each counted once
+
+
+def test_a_cache_stops_tracing_when_nothing_checkpoints(monkeypatch: Any) -> None:
+    """With no checkpoint for a long while, the cache stops keeping what each fold changed
+    (its memory stays bounded); the next checkpoint then reads and folds the pending rows,
+    the one after that is written from the cache again, and a rebuild agrees throughout."""
+    from plaudit.bandit import posteriors, projection
+
+    given_: list[bool] = []
+    real = projection.checkpoint
+
+    def spy(tx: Any, cfg: Any, given: Any = None) -> None:
+        given_.append(given is not None)
+        real(tx, cfg, given)
+
+    monkeypatch.setattr(projection, "checkpoint", spy)
+    monkeypatch.setattr(posteriors, "_TRACED_MAX", 24)
+    monkeypatch.setattr(projection, "INLINE_EVERY", 15)
+    with tempfile.TemporaryDirectory() as d, Plaudit.open(str(Path(d) / "t.db")) as p:
+        p.bandit.register([{"id": a, "tokens": 100} for a in MORE[:-1]])
+        for i in range(2 * 15):
+            # labelled observations trace two scopes each, unlabelled ones one
+            label = LABELS[1 + i % 2] if i < 15 else None
+            sel = p.bandit.select(token_budget=100_000, context=label, seed=i)
+            p.bandit.observe(sel.run_id, OUTPUTS[i % len(OUTPUTS)], [])
+            if i == 13:  # 14 labelled observations: 28 traced folds, over the bound
+                assert p.bandit._cache.since is None
+        assert given_ == [False, True]
+        live = _raw_state(p)
+        p.rebuild()
+        assert _raw_state(p) == live
+
+
+def test_a_checkpoint_between_select_and_observe_keeps_the_cache_current(db_url: str) -> None:
+    """Another writer checkpoints what this handle has folded while it waits between a select
+    and its observe (on PostgreSQL that is the trailing thread's usual timing). The observe
+    still folds itself into the cache (so the next select reads one row), and the cache stays
+    exact: the next select equals a fresh handle's with the same seed."""
+    from plaudit.bandit import projection
+
+    ids = [f"tool:t:n{i}" for i in range(8)]
+    with Plaudit.open(db_url) as a, Plaudit.open(db_url) as other:
+        a.bandit.register([{"id": i, "tokens": 100} for i in ids])
+        for k in range(12):
+            sel = a.bandit.select(token_budget=500, context="code", seed=k)
+            if k % 3 == 2:
+                with other.log.writer() as w:
+                    assert projection.checkpoint_pending(w.tx)
+            used = [{"name": i.rsplit(":", 1)[1]} for i in sel.included[: k % 4]]
+            a.bandit.observe(sel.run_id, "done", tool_calls=used)
+            cache = a.bandit._cache
+            with a.backend.read() as tx:
+                meta = cache.read_meta(tx)
+            assert cache.folded == int(meta[0]), k  # folded by the observe itself
+            nxt = a.bandit.select(token_budget=500, context="code", seed=100 + k)
+            with Plaudit.open(db_url) as fresh:
+                again = fresh.bandit.select(token_budget=500, context="code", seed=100 + k)
+            assert (nxt.included, nxt.probabilities) == (again.included, again.probabilities)
+            a.bandit.observe(nxt.run_id, "done")

@@ -11,6 +11,7 @@ import pytest
 
 from plaudit import Plaudit
 from plaudit.bandit.detect import is_referenced, tool_call_names, tool_call_text
+from plaudit.bandit.projection import rewards_of
 from plaudit.bandit.simulator import (
     default_scenario,
     run_store,
@@ -93,7 +94,7 @@ def test_run_store_drives_a_real_store(pl: Plaudit) -> None:
     obs = list(pl.log.replay(types=["plaudit.bandit.observation"]))
     assert len(runs) == len(obs) == 30
     # every reward recorded in the log agrees with the simulated need
-    assert sum(sum(o.payload["rewards"].values()) for o in obs) >= sum(m.hit)
+    assert sum(sum(rewards_of(o.payload).values()) for o in obs) >= sum(m.hit)
     assert pl.bandit.savings()["baseline_runs"] + pl.bandit.savings()["selected_runs"] == 30
 
 

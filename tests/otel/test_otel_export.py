@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plaudit import ConfigError, Plaudit, StoredEvent
+from plaudit.bandit.projection import compact_rewards, rewards_of
 from plaudit.cli import main
 from plaudit.otel.mapping import EVALUATION_EVENT, TYPES, records
 
@@ -88,7 +89,7 @@ def test_each_result_becomes_a_genai_evaluation_event(pl: Plaudit) -> None:
     arms = by_name["plaudit.bandit.arm_referenced"]
     obs = pl.log.tail(1, types=["plaudit.bandit.observation.v1"])[0]
     assert {a["plaudit.bandit.arm.id"]: a["gen_ai.evaluation.score.value"] for a in arms} == {
-        arm: float(v) for arm, v in obs.payload["rewards"].items()
+        arm: float(v) for arm, v in rewards_of(obs.payload).items()
     }
     assert all(a["plaudit.bandit.run.id"] == obs.payload["run_id"] for a in arms)
     assert {a["gen_ai.evaluation.score.label"] for a in arms} <= {"referenced", "not_referenced"}
@@ -113,7 +114,10 @@ payloads = st.recursive(
     type_=st.sampled_from([*TYPES, "test.other.v1"]),
     payload=st.dictionaries(
         st.sampled_from(
-            ["category", "points", "type", "action", "rewards", "run_id", "outcome", "session"]
+            [
+                *("category", "points", "type", "action", "rewards", "run_id", "outcome"),
+                *("session", "arms", "hits"),
+            ]
         ),
         payloads,
     )
@@ -133,6 +137,29 @@ def test_any_payload_maps_to_valid_attributes(type_: str, payload: Any, session:
             assert not isinstance(value, str) or len(value) <= 4096
     if type_ == "test.other.v1":
         assert records(event) == []
+
+
+def test_an_observations_rewards_map_alike_in_either_form() -> None:
+    """An observation recorded with rewards by id (older versions) and one recorded in the
+    compact form (`arms` and `hits`) give the same telemetry."""
+    rewards = {"tool:exec:Bash": 1, "file:ws:a.md": 0, "skill:dev:main": 1}
+    base = {"run_id": "r1", "context": "code", "updates": True}
+    old = {**base, "rewards": rewards}
+    new = {**base, **compact_rewards(list(rewards), "101")}
+
+    def mapped(payload: dict[str, Any]) -> list[Any]:
+        ev = StoredEvent(
+            id="obs:r1",
+            type="plaudit.bandit.observation.v1",
+            ts_ms=1,
+            payload=payload,
+            session_id="s",
+            source="bandit",
+            seq=1,
+        )
+        return [r.attributes for r in records(ev)]
+
+    assert mapped(new) == mapped(old) and len(mapped(old)) == 3
 
 
 # -- the cursor ----------------------------------------------------------------------------------

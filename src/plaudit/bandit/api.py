@@ -31,11 +31,14 @@ from plaudit.bandit.trailing import Trailing
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
+from plaudit.store.log import AppendResult
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
 MAX_OUTPUT_CHARS = 16 << 20
+#: Selections a handle remembers for their observe (see `Bandit._selected`).
+_SELECTED_KEEP = 256
 #: Included arms from which observe reads references through the inventory's index (one
 #: scan of the output) rather than arm by arm, when it does not search for misses anyway.
 _INDEXED_FROM = 64
@@ -96,12 +99,11 @@ def _fill_share(inp: policy.PolicyInput) -> np.ndarray:
     return np.where(inp.protected, 1.0, max(share, 1e-6))
 
 
-def _excluded(
-    ids: list[str], included: np.ndarray, cache: posteriors.PosteriorCache | None
-) -> list[str]:
-    """The excluded ids; the registry keeps its ids as an object array for large inventories."""
-    if cache is not None and len(ids) > 256:
-        return cache.registry.id_array[~included].tolist()
+def _excluded(ids: list[str], included: np.ndarray, id_array: np.ndarray | None) -> list[str]:
+    """The excluded ids; the registry keeps its ids (`id_array`) as an object array for
+    large inventories."""
+    if id_array is not None and len(ids) > 256:
+        return id_array[~included].tolist()
     return [ids[i] for i in np.flatnonzero(~included)]
 
 
@@ -127,6 +129,16 @@ def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) 
 _META_AHEAD = ", ".join(f"m.{c}" for c in projection.META_COLUMNS.split(", "))
 
 
+def _outcome(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An observation payload with its rewards in one form, for comparing: a run observed by
+    an older version (rewards by id) and observed again now (`compact_rewards`) with the
+    same outcome is the same observation."""
+    out = {k: v for k, v in payload.items() if k not in ("rewards", "arms", "hits")}
+    out["rewards"] = projection.rewards_of(dict(payload))
+    out["missed"] = list(out.get("missed", ()))
+    return out
+
+
 def _observation_id(run_id: str) -> str:
     oid = f"obs:{run_id}"
     return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
@@ -143,6 +155,11 @@ class Bandit:
         #: `_config_at`).
         self._settings: tuple[int, cfgmod.BanditConfig] | None = None
         self._trailing: Trailing | None = None
+        #: This handle's recent selections over the registry, by run id: the run row's
+        #: `included` text, those ids (the registry's own strings) and their registry
+        #: positions, and the registry (`Registry.arms`) they index. `observe` takes them
+        #: instead of decoding the row's 880 ids at 1,000 arms and looking each up again.
+        self._selected: dict[str, tuple[str, list[str], np.ndarray, Any]] = {}
 
     # -- plumbing ----------------------------------------------------------------------
     def _checkpoint_soon(self) -> None:
@@ -258,15 +275,16 @@ class Bandit:
         self._ensure()
         cache = self._cache
 
-        def policy_input(tx: Any) -> tuple[Any, list[str], Any]:
+        def policy_input(tx: Any) -> tuple[Any, Any, list[str], Any]:
             cfg = cache.cfg
+            reg = cache.registry  # the one the policy input is over (another may replace it)
             if explicit is None:
-                ids = cache.registry.ids
+                ids = reg.ids
                 if not ids:
                     raise ValidationError("arms", "none given and none registered")
             else:
                 ids = [a.id for a in explicit]
-            return cfg, ids, cache.policy_input(tx, context, cfg, token_budget, explicit)
+            return cfg, reg, ids, cache.policy_input(tx, context, cfg, token_budget, explicit)
 
         # Usually the cache is current (this process observed last): one row says so.
         got = None
@@ -277,7 +295,7 @@ class Bandit:
             with self.p.backend.read() as tx, cache.lock:
                 cache.refresh(tx)
                 got = policy_input(tx)
-        cfg, ids, inp = got
+        cfg, reg, ids, inp = got
         tokens = inp.tokens
         rng = np.random.default_rng(seed)
         rate = cfg.rate_for(len(ids))
@@ -299,7 +317,7 @@ class Bandit:
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
         if explicit is None and len(inc) > 64:
-            included_ids = cache.registry.id_array[inc].tolist()
+            included_ids = reg.id_array[inc].tolist()
         else:
             included_ids = [ids[i] for i in inc.tolist()]
         p_inc = _rounded(probs[inc].tolist())
@@ -341,10 +359,16 @@ class Bandit:
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
         self.p.log.run(write, durable=False, ids=[run_id])
+        if explicit is None:
+            selected = self._selected
+            while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
+                selected.pop(next(iter(selected), ""), None)
+            text = msgspec.json.encode(included_ids).decode()  # as the run row holds them
+            selected[run_id] = (text, included_ids, inc, reg.arms)
         return Selection(
             run_id=run_id,
             included=included_ids,
-            excluded=_excluded(ids, included, cache if explicit is None else None),
+            excluded=_excluded(ids, included, reg.id_array if explicit is None else None),
             is_baseline=is_baseline,
             used_tokens=used,
             budget=token_budget,
@@ -404,30 +428,42 @@ class Bandit:
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
             projection.read_ahead(w.tx, oid, row[5:])
-            included = msgspec.json.decode(row[0])
+            held = self._selected.pop(run_id, None)
+            if held is not None and held[0] == row[0]:
+                included, held_at, held_arms = held[1], held[2], held[3]
+            else:
+                included, held_at, held_arms = msgspec.json.decode(row[0]), None, None
             context, phase, session_id = row[1], row[2], row[3]
             cfg = self._config_at(w.tx, int(row[4]))
-            cached = registered = self._cache.registry.arms
-            if any(a not in registered for a in included):
-                registered = self._registered(w.tx, included)
-            contents = {a: registered[a].content if a in registered else None for a in included}
+            cached = self._cache.registry.arms
             updates = phase == "active" and (error is None or cfg.update_on_error)
             # One scan of the output through the inventory's index answers both questions
             # (which included arms it references, which left-out ones it fetched) when the
             # miss search runs anyway or the run included many arms; per-arm rules otherwise.
             seek_misses = updates and cfg.learn_from_misses and bool(output_text or calls)
             everywhere: set[str] | None = None
-            if registered is cached and (seek_misses or len(included) > _INDEXED_FROM):
+            hit: np.ndarray | None = None  # the rewards as booleans aligned with `included`
+            if seek_misses or len(included) > _INDEXED_FROM:
                 index = inventory_index(cached)
-                everywhere = index.referenced(output_text, calls)
-                found = index.included(contents, output_text, calls, everywhere)
+                # None unless every arm is registered; the index holds them in registry order
+                at = held_at if held_arms is cached else index.positions(included)
+                if at is not None:
+                    everywhere, hit = index.scan(at, output_text, calls)
+            if hit is not None:
+                hits = (hit.astype(np.uint8) + 48).tobytes().decode()  # "0" and "1"
+                rewards = dict(zip(included, hit.astype(np.int64).tolist(), strict=True))
             else:
+                registered = cached
+                if any(a not in registered for a in included):
+                    registered = self._registered(w.tx, included)
+                contents = {a: registered[a].content if a in registered else None for a in included}
                 found = referenced_arms(contents, output_text, calls)
-            rewards = {arm_id: int(found[arm_id]) for arm_id in included}
+                rewards = {arm_id: int(found[arm_id]) for arm_id in included}
+                hits = "".join("1" if found[a] else "0" for a in included)
             payload = {
                 "run_id": run_id,
                 "context": context,
-                "rewards": rewards,
+                **projection.compact_rewards(included, hits),
                 "updates": updates,
                 "usage_tokens": usage_tokens,
                 "duration_ms": duration_ms,
@@ -443,16 +479,25 @@ class Bandit:
                 if missed:
                     payload["missed"] = sorted(missed)
             ev = make_event(OBSERVATION_V1, payload, id=oid, session_id=session_id, source="bandit")
+            # a checkpoint this observation completes is written from this process's cache
+            # when that holds exactly the rows it needs (`PosteriorCache.checkpoint`)
+            projection.offer(w.tx, oid, self._cache.checkpoint)
             try:
-                res = w.append(ev)
-            except ConflictError:
-                raise ConflictError(
-                    oid, f"run {run_id!r} was already observed with a different outcome"
-                ) from None
+                res = w.append_batch([ev], on_conflict="skip").results[0]
+            finally:
+                projection.offer(w.tx, oid, None)
+            if res.status == "conflict":
+                stored = w.get(oid)
+                if stored is None or _outcome(stored.payload) != _outcome(payload):
+                    raise ConflictError(
+                        oid, f"run {run_id!r} was already observed with a different outcome"
+                    )
+                # the same outcome, recorded with rewards by id (by an older version)
+                res = AppendResult(oid, res.seq, "present")
             if res.status == "present":
                 stored = w.get(oid)
                 if stored is not None:
-                    rewards = stored.payload["rewards"]
+                    rewards = projection.rewards_of(stored.payload)
                     updates = stored.payload["updates"]
                     payload["missed"] = stored.payload.get("missed", [])
             else:
@@ -462,20 +507,23 @@ class Bandit:
                 )
                 # What the projection folds: the included arms' rewards and the misses (as
                 # successes), so the cache advances exactly as a reader's fold would.
-                folded = {**rewards, **dict.fromkeys(payload.get("missed", ()), 1)}
-                arm_ids = sorted(folded)
+                missed_ids = payload.get("missed", ())
+                arm_ids = sorted(included) if not missed_ids else None
+                known: tuple[Any, ...] = ()
+                if arm_ids is not None and hit is not None and arm_ids == included:
+                    r = hit.astype(np.float64)  # a registered run's arms come sorted
+                    known = (at, cached)  # their positions in the registry
+                else:
+                    folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
+                    arm_ids = sorted(folded)
+                    r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
                 pending = fold.Pending(
-                    int(meta[0]),
-                    ev.ts_ms,
-                    int(meta[1]),
-                    context or None,
-                    arm_ids,
-                    np.array([1.0 if folded[a] else 0.0 for a in arm_ids]),
+                    int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
                 )
-                after.append((pending if updates and folded else None, meta))
+                after.append((pending if updates and arm_ids else None, meta, *known))
             return rewards, bool(updates), res.status, list(payload.get("missed", ()))
 
-        after: list[tuple[fold.Pending | None, Any]] = []
+        after: list[tuple[Any, ...]] = []
         oid = _observation_id(run_id)
         rewards, updates, status, missed = self.p.log.run(write, ids=[oid])
         if after:
@@ -594,7 +642,11 @@ class Bandit:
             raise NotFoundError(f"no bandit run with run_id {run_id!r}")
         out: dict[str, Any] = {"run_id": run_id, "ts_ms": ev.ts_ms, **ev.payload}
         obs = self.p.log.get(_observation_id(run_id))
-        out["observation"] = None if obs is None else obs.payload
+        if obs is None:
+            out["observation"] = None
+        else:  # rewards by id, whichever form the event holds them in
+            rest = {k: v for k, v in obs.payload.items() if k not in ("arms", "hits")}
+            out["observation"] = {**rest, "rewards": projection.rewards_of(obs.payload)}
         return out
 
     def evaluate(

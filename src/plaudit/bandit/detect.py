@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 import msgspec
+import numpy as np
 
 #: A memory is referenced when any run of this many characters of it appears in the output.
 MEMORY_MIN_MATCH = 20
@@ -260,6 +261,26 @@ _NOT_HELD = object()
 _PATHISH = re.compile(r"[A-Za-z0-9_.\-/\\]+")
 
 
+class _Output:
+    """A run's output and tool calls, split once for every question asked of them (which
+    arms it references anywhere, and which included ones)."""
+
+    def __init__(self, text: str, tool_calls: Sequence[Mapping[str, Any]]) -> None:
+        self.text = text
+        self.tool_calls = tool_calls
+        self.names = tool_call_names(tool_calls)
+        self.calls_text = tool_call_text(tool_calls)
+        self.texts = (_Text(text), _Text(self.calls_text))
+        self.ascii = self.texts[0].low is not None and self.texts[1].low is not None
+
+    def words(self) -> set[str] | None:
+        """The lower-case words of the output and the calls if both are ASCII, else None
+        (then only the regex rules are exact, see `_Text`)."""
+        if not self.ascii:
+            return None
+        return self.texts[0].words() | self.texts[1].words()
+
+
 class InventoryIndex:
     """Which arms of a whole inventory an output references, without a regex per arm.
 
@@ -282,6 +303,10 @@ class InventoryIndex:
         #: file arms by lower-case base name: (arm id, content, the lower-case keys of its
         #: rule when every key is a plain ASCII path, else None: matched by the regex rule)
         self.files: dict[str, list[tuple[str, str | None, tuple[str, ...] | None]]] = {}
+        #: of those, by each lower-case key, the arms whose keys are all plain ASCII paths
+        #: (the rule is then a lookup), and by base name the others (confirmed by the rule)
+        self.plain_files: dict[str, list[str]] = {}
+        self.other_files: dict[str, list[tuple[str, str | None]]] = {}
         memories: list[tuple[str, str]] = []
         #: every arm the index was built from, with its content: `included` trusts the index
         #: only for these
@@ -305,6 +330,11 @@ class InventoryIndex:
                     plain = tuple(k[1] for k in keys if k[1] is not None and k[3])
                     entry = (arm_id, content, plain if len(plain) == len(keys) else None)
                     self.files.setdefault(base, []).append(entry)
+                    if entry[2] is not None:
+                        for k in set(plain):
+                            self.plain_files.setdefault(k, []).append(arm_id)
+                    else:
+                        self.other_files.setdefault(base, []).append((arm_id, content))
                 else:
                     self.odd.append((arm_id, content))
             elif type_ == "memory" and content:
@@ -325,22 +355,42 @@ class InventoryIndex:
         self.shared_words = {
             a: a.split(":", 2)[1].lower() for a in self.shared if a in plain_skills
         }
+        #: the held arms in order, and each one's position: `hits` answers for a run's
+        #: included arms as one boolean array over these, not one dictionary entry per arm
+        self.order: list[str] = list(arms)
+        self.pos: dict[str, int] = {a: i for i, a in enumerate(self.order)}
+        #: sections: referenced whenever included
+        self.always = np.zeros(len(self.order), dtype=bool)
+        self.always[[self.pos[a] for a in arms if a.startswith("section:")]] = True
+        self.shared_at = np.fromiter(
+            (self.pos[a] for a in self.shared), dtype=np.int64, count=len(self.shared)
+        )
+        #: shared skills with a plain category word, by that word: the word rule decides them
+        by_word: dict[str, list[int]] = {}
+        for a, w in self.shared_words.items():
+            by_word.setdefault(w, []).append(self.pos[a])
+        self.by_word = {w: np.array(at, dtype=np.int64) for w, at in by_word.items()}
+        #: shared skills that only their own rule can decide (a category with '.' or '-')
+        self.by_rule = np.zeros(len(self.order), dtype=bool)
+        self.by_rule[[self.pos[a] for a in self.shared if a not in self.shared_words]] = True
 
     def referenced(
         self, text: str, tool_calls: Sequence[Mapping[str, Any]], among: set[str] | None = None
     ) -> set[str]:
         """The arms (of `among`, default all) that the output references, sections aside."""
-        names = tool_call_names(tool_calls)
-        calls_text = tool_call_text(tool_calls)
+        found = self._referenced(_Output(text, tool_calls))
+        return found if among is None else found & among
+
+    def _referenced(self, out: _Output) -> set[str]:
+        text, calls_text, names, texts = out.text, out.calls_text, out.names, out.texts
         found: set[str] = set()
         for n in names:
             found.update(self.tools.get(n, ()))
         both = text + "\n" + calls_text
-        # The output and the calls prepared once for every candidate arm: each `_Text` keeps
-        # the words and paths it has split, which per arm made this quadratic at 1,000 arms.
-        texts = (_Text(text), _Text(calls_text))
         if self.skills:
-            words = {w.lower() for w in _WORD.findall(both)}
+            words = out.words()
+            if words is None:
+                words = {w.lower() for w in _WORD.findall(both)}
             for w in words & self.skills.keys():
                 if len(self.skills[w]) == 1:
                     found.update(self.skills[w])
@@ -350,22 +400,39 @@ class InventoryIndex:
             if (a not in self.shared) and is_referenced(a, c, text, calls_text, names, texts=texts)
         )
         if self.files:
-            # For plain ASCII keys the rule is a lookup in the path components of the output
-            # and of the calls (`_Text.has`): split once here, not once per candidate arm.
-            ascii_ = texts[0].low is not None and texts[1].low is not None
-            paths = texts[0].paths() | texts[1].paths() if ascii_ else set()
-            for token in {t.replace("\\", "/").rstrip(".") for t in _PATHISH.findall(both)}:
-                for arm_id, content, plain in self.files.get(token.rsplit("/", 1)[-1].lower(), ()):
-                    if arm_id in found:
-                        continue
-                    if ascii_ and plain is not None:
-                        if any(k in paths for k in plain):
+            if out.ascii:
+                # ASCII: a file's rule matches only where its base name is one of the text's
+                # path components (`_Text.paths`, which a key of plain characters must be, as
+                # `_Text.has` says; a longer path key's match ends in its base name), so those
+                # are the candidates, and for plain keys the lookup is the rule itself. This
+                # also finds a name used as a directory ("docs" in "docs/guide.md"), which
+                # candidates taken from each token's last component missed.
+                paths = texts[0].paths() | texts[1].paths()
+                for p in paths & self.plain_files.keys():
+                    found.update(self.plain_files[p])
+                for p in paths & self.other_files.keys():
+                    for arm_id, content in self.other_files[p]:
+                        if arm_id not in found and is_referenced(
+                            arm_id, content, text, calls_text, names, texts=texts
+                        ):
                             found.add(arm_id)
-                    elif is_referenced(arm_id, content, text, calls_text, names, texts=texts):
-                        found.add(arm_id)
+            else:
+                # Candidates: every component of every path-like token, and each one's
+                # prefixes before a "." (a name may end at a full stop: "guide.md..x").
+                parts: set[str] = set()
+                for t in _PATHISH.findall(both):
+                    for c in t.replace("\\", "/").lower().split("/"):
+                        parts.add(c)
+                        parts.update(c[:i] for i, ch in enumerate(c) if ch == ".")
+                for part in parts:
+                    for arm_id, content, _ in self.files.get(part, ()):
+                        if arm_id not in found and is_referenced(
+                            arm_id, content, text, calls_text, names, texts=texts
+                        ):
+                            found.add(arm_id)
         if self.memories is not None:
             found |= self.memories.referenced(text)
-        return found if among is None else found & among
+        return found
 
     def included(
         self,
@@ -409,6 +476,65 @@ class InventoryIndex:
         if rest:
             out.update(referenced_arms(rest, text, tool_calls))
         return out
+
+    def positions(self, ids: Sequence[str]) -> np.ndarray | None:
+        """The positions of `ids` among the held arms, or None if the index does not hold
+        one of them (then only the per-arm rules can answer for it)."""
+        try:
+            return np.fromiter(map(self.pos.__getitem__, ids), dtype=np.int64, count=len(ids))
+        except KeyError:
+            return None
+
+    def hits(
+        self,
+        at: np.ndarray,
+        text: str,
+        tool_calls: Sequence[Mapping[str, Any]],
+        found: set[str] | None = None,
+    ) -> np.ndarray:
+        """`included` for held arms with the index's own contents, at positions `at` (from
+        `positions`), as booleans aligned with `at`. An observe at 1,000 arms spent more on
+        `included`'s dictionary entry per arm than on reading the output; here the work
+        grows with what the output references, plus one gather.
+
+        The same rules decide as in `included`: an arm `referenced` finds; a section, always;
+        a skill sharing its category word, by that word (plain ASCII words), else by its own
+        rule."""
+        out = _Output(text, tool_calls)
+        return self._hits(out, at, self._referenced(out) if found is None else found)
+
+    def scan(
+        self, at: np.ndarray, text: str, tool_calls: Sequence[Mapping[str, Any]]
+    ) -> tuple[set[str], np.ndarray]:
+        """`referenced` and `hits` together, from one split of the output."""
+        out = _Output(text, tool_calls)
+        found = self._referenced(out)
+        return found, self._hits(out, at, found)
+
+    def _hits(self, out: _Output, at: np.ndarray, found: set[str]) -> np.ndarray:
+        text, tool_calls = out.text, out.tool_calls
+        hit = self.always.copy()
+        if found:
+            hit[np.fromiter(map(self.pos.__getitem__, found), np.int64, len(found))] = True
+        by_rule = self.by_rule
+        if len(self.shared_at):
+            hit[self.shared_at] = False  # `referenced` leaves them out; set only below
+            if self.by_word:
+                words = out.words()
+                if words is not None:
+                    for w in words & self.by_word.keys():
+                        hit[self.by_word[w]] = True
+                else:  # non-ASCII text: the regex rule, as `_Text.has`
+                    by_rule = by_rule.copy()
+                    for where in self.by_word.values():
+                        by_rule[where] = True
+        got = hit[at]
+        odd = np.flatnonzero(by_rule[at])
+        if len(odd):
+            ids = [self.order[i] for i in at[odd].tolist()]
+            rule = referenced_arms({a: self.held[a] for a in ids}, text, tool_calls)
+            got[odd] = [rule[a] for a in ids]
+        return got
 
 
 #: recent registries' indexes, newest last: (registry mapping, its index); a process may hold

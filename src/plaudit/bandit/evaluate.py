@@ -282,7 +282,7 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     from plaudit.bandit import config as cfgmod
     from plaudit.bandit import policy
     from plaudit.bandit.memory import MemoryLearner
-    from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2
+    from plaudit.bandit.projection import OBSERVATION_V1, RUN_V2, rewards_of
 
     cfg = bandit.config
     candidate = cfgmod.merged(cfg, changes)
@@ -305,7 +305,7 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
     learner = MemoryLearner(ids, kinds, cfg)  # what the candidate is planned on
     world = MemoryLearner(ids, kinds, cfg)  # the need model: every observed run
     for i, ev in enumerate(observations):
-        rewards = ev.payload["rewards"]
+        rewards = rewards_of(ev.payload)
         if ev.payload.get("missed"):  # as the projection learns them
             rewards = {**rewards, **dict.fromkeys(ev.payload["missed"], 1)}
         idx = np.array([pos[a] for a in rewards if a in pos], dtype=np.int64)
@@ -340,7 +340,7 @@ def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) ->
                 target[key] = policy.plan(inp).propensities
         inc = [(pos[a], p) for a, p in zip(run["included"], run["p"], strict=True) if a in pos]
         idx = np.array([i for i, _ in inc], dtype=np.int64)
-        rewards = ev.payload["rewards"]
+        rewards = rewards_of(ev.payload)
         y = np.array([rewards.get(ids[i], 0) for i in idx], dtype=np.int64)
         prop = np.array([p for _, p in inc], dtype=np.float64)
         logged.append(LoggedRun(key, idx, y, prop, int(run["inventory_tokens"])))

@@ -9,6 +9,7 @@ observation updates the global evidence only, with detection.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +124,26 @@ class Table:
             self.cols[c] = np.concatenate([v, np.full(k, BLANK.get(c, 0), dtype=v.dtype)])
         self.present = np.concatenate([self.present, np.zeros(k, dtype=bool)])
 
+    def copy(self) -> Table:
+        """A copy to fold into without changing this table (the arms' positions are shared:
+        folding never adds arms)."""
+        out = Table()
+        out.pos = self.pos
+        out.cols = {c: v.copy() for c, v in self.cols.items()}
+        out.present = self.present.copy()
+        return out
+
+    def ids(self) -> list[str]:
+        """The arm ids by position."""
+        return list(self.pos)
+
+    def positions(self, ids: list[str]) -> np.ndarray | None:
+        """The positions of `ids`, or None if one has none here."""
+        try:
+            return np.fromiter(map(self.pos.__getitem__, ids), np.int64, len(ids))
+        except KeyError:
+            return None
+
     def put(self, at: np.ndarray, values: np.ndarray, hist: np.ndarray) -> None:
         """Store rows (STATE order without hist, as a float matrix) at positions `at`."""
         for j, c in enumerate(STATE[:-1]):
@@ -169,16 +190,21 @@ def apply(
     ob: Pending,
     counts: dict[str, list[int]],
     points: list[tuple[Any, ...]] | None = None,
+    *,
+    at: Sequence[np.ndarray] | None = None,
+    trace: list[Traced] | None = None,
 ) -> None:
     """Fold one observation into the state rows of its scopes (every arm of `ob.arms` must
     have a position in them), and into `counts` (scope: [observations, boost_until]). With
     `points`, the history points it adds are appended there. The projection's checkpoint and
     every reader (the selection cache, statistics) apply pending observations with this, so
     all reach identical numbers. A select folds one of these per observation it has not seen,
-    so only the columns that change are gathered and written back."""
+    so only the columns that change are gathered and written back. `at`: the arms'
+    positions in `glob` (and `ctx`) if the caller has them already. With `trace`, what a
+    checkpoint needs to write for it is appended there (see `Traced`)."""
     index, now, r = ob.index, ob.now, ob.r
     # map() over the dict's lookup: the positions without a Python-level loop
-    gi = np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+    gi = at[0] if at else np.fromiter(map(glob.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
     gcols = glob.cols
     # A labelled observation updates the global evidence without detection, which reads (and
     # changes) only these columns: gathering the detectors' columns too would be wasted.
@@ -187,7 +213,11 @@ def apply(
     c: dict[str, Any] | None = None
     ci = gi
     if ctx is not None:
-        ci = np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+        ci = (
+            at[1]
+            if at and len(at) > 1
+            else np.fromiter(map(ctx.pos.__getitem__, ob.arms), np.int64, len(ob.arms))
+        )
         c = {k: ctx.cols[k][ci] for k in _EV}
         res = observe(
             c,
@@ -235,8 +265,33 @@ def apply(
         cols["last_ts"][at] = now
         table.present[at] = True
         if points is not None:
-            mark = (pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0)
-            for j in np.flatnonzero(mark).tolist():
-                points.append(
-                    (index, ob.ts_ms, name, ob.arms[j], float(new["s"][j]), float(new["f"][j]))
-                )
+            points += Traced(name, at, ob, pulls, new["s"], new["f"]).points()
+        if trace is not None:  # the arrays are this fold's own results: kept, not copied
+            trace.append(Traced(name, at, ob, pulls, new["s"], new["f"]))
+
+
+@dataclass
+class Traced:
+    """One observation folded into one scope's table, as a checkpoint of that table needs
+    it: the rows it changed (`at`, positions in the table, aligned with `ob.arms`) and what
+    its history points are made of (each arm's pulls and evidence after it). A cache that
+    keeps these for the observations it folded since the last checkpoint can write the next
+    one from its own rows."""
+
+    scope: str
+    at: np.ndarray
+    ob: Pending
+    pulls: np.ndarray
+    s: np.ndarray
+    f: np.ndarray
+
+    def points(self) -> list[tuple[Any, ...]]:
+        """The history points (obs_index, ts_ms, scope, arm_id, s, f): after each of an arm's
+        first HISTORY_DENSE updates in the scope, and after every HISTORY_EVERY-th."""
+        pulls, ob, name = self.pulls, self.ob, self.scope
+        js = np.flatnonzero((pulls <= HISTORY_DENSE) | (pulls % HISTORY_EVERY == 0))
+        arms = ob.arms
+        return [
+            (ob.index, ob.ts_ms, name, arms[j], s, f)
+            for j, s, f in zip(js.tolist(), self.s[js].tolist(), self.f[js].tolist(), strict=True)
+        ]

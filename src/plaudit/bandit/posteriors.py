@@ -34,6 +34,10 @@ from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
 from plaudit.store.backend import Tx
 
+#: Traced folds (one per observation and scope) a cache keeps at most: a checkpoint comes
+#: every `INLINE_EVERY` (SQLite) or at most `CHECKPOINT_LIMIT` (PostgreSQL) observations.
+_TRACED_MAX = 4 * proj.CHECKPOINT_LIMIT
+
 #: The columns the cache holds per scope, in the order the queries return them.
 _COLS = (
     "s",
@@ -90,6 +94,10 @@ class PosteriorCache:
         self.tables: dict[str, fold.Table] = {}
         #: Per loaded scope: [observations, boost_until].
         self.counts: dict[str, list[int]] = {}
+        #: What each observation folded since checkpoint `ckpt` changed (`fold.Traced`; every
+        #: fold is traced), so the next checkpoint can be written from these tables; None
+        #: once more than `_TRACED_MAX` wait (nothing checkpoints), until the next checkpoint.
+        self.since: list[fold.Traced] | None = []
 
     # -- refreshing ---------------------------------------------------------------------
     @staticmethod
@@ -116,8 +124,15 @@ class PosteriorCache:
             or any(s not in self.tables for s in scopes)
         ):
             return False
+        self._checkpointed(ckpt)
         self.ckpt, self.obs_index, self.now = ckpt, index, now
         return True
+
+    def _checkpointed(self, ckpt: int) -> None:
+        """Another checkpoint, `ckpt`, of observations this cache has folded: what they changed
+        is stored now, so the trace keeps only the observations after it."""
+        if ckpt > self.ckpt and self.since is not None:
+            self.since = [t for t in self.since if t.ob.index > ckpt]
 
     def refresh(self, tx: Tx) -> None:
         """Bring the cache to the snapshot `tx` sees. Call with `lock` held."""
@@ -129,20 +144,31 @@ class PosteriorCache:
             self.tables.clear()
             self.counts.clear()
             self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
+            self.since = []
         elif ckpt > self.folded:
             # A checkpoint folded observations this cache has not: take the rows it changed.
             if self.tables:
                 self._changed_since(tx, self.folded)
                 self.counts.update(proj.read_counts(tx, list(self.tables)))
             self.folded = ckpt
+            self.since = []
+        else:
+            self._checkpointed(ckpt)
         self.ckpt = ckpt
         if index > self.folded:
             for ob in proj.pending_since(tx, self.folded):
                 self._apply(tx, ob)
             self.folded = index
+            self._bound_trace()
         self.obs_index, self.now = index, now
 
-    def advance(self, ob: fold.Pending | None, meta: Sequence[Any]) -> None:
+    def advance(
+        self,
+        ob: fold.Pending | None,
+        meta: Sequence[Any],
+        at: np.ndarray | None = None,
+        arms: Any = None,
+    ) -> None:
         """Fold one committed observation that this process wrote (`ob`, None when it
         updates nothing), with `meta` the bandit_meta row its transaction left, if the cache
         reflects exactly the state before it and holds every row it changes. Otherwise leave
@@ -153,7 +179,10 @@ class PosteriorCache:
         checkpoint folded the same observations into the same stored rows with the same
         arithmetic (`fold.apply`), so the rows it wrote are the values the cache then holds,
         and the next `refresh` need not read them back (at 1,000 arms, thousands of rows
-        every `CHECKPOINT_EVERY` observations)."""
+        every `CHECKPOINT_EVERY` observations).
+
+        `at`: the positions of `ob.arms` in the registry `arms` (`Registry.arms`), if the
+        caller has them: a table holds the registry's arms first, in its order."""
         index, now, marks, ckpt = (
             int(meta[0]),
             int(meta[1]),
@@ -162,21 +191,100 @@ class PosteriorCache:
         )
         if (
             marks != self._marks
-            or ckpt not in (self.ckpt, index)
+            or not (ckpt == index or self.ckpt <= ckpt <= self.folded)
             or self.folded != index - 1
             or self.ckpt >= index
         ):
             return  # another writer, a checkpoint or a new registry came between
+        if ckpt != index:
+            # A checkpoint of observations the cache has folded may have come between (on
+            # PostgreSQL, the trailing thread's): it changes no value the cache holds.
+            self._checkpointed(ckpt)
         if ob is not None:
             names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
-            tables = [self.tables.get(n) for n in names]
-            need = set(ob.arms)
-            if any(t is None or not t.pos.keys() >= need for t in tables):
-                return  # a row the cache has not loaded: only a snapshot read may load it
-            fold.apply(self.cfg, tables[0], tables[1] if ob.context else None, ob, self.counts)
+            where: list[np.ndarray] = []
+            for name in names:
+                t = self.tables.get(name)
+                got = None
+                if t is not None:
+                    known = at is not None and arms is self.registry.arms
+                    got = at if known else t.positions(ob.arms)
+                if got is None:
+                    return  # a row the cache has not loaded: only a snapshot read may load it
+                where.append(got)
+            glob = self.tables[GLOBAL]
+            ctx = self.tables[ob.context] if ob.context is not None else None
+            fold.apply(self.cfg, glob, ctx, ob, self.counts, at=where, trace=self.since)
+        if ckpt == index:  # this observation completed a checkpoint
+            self.since = []
+        self._bound_trace()
         self.folded = self.obs_index = index
         self.now = now
         self.ckpt = ckpt
+
+    def _bound_trace(self) -> None:
+        if self.since is not None and len(self.since) > _TRACED_MAX:
+            self.since = None
+
+    def checkpoint(
+        self,
+        cfg: BanditConfig,
+        ob: fold.Pending | None,
+        index: int,
+        ckpt: int,
+        marks: tuple[int, int],
+    ) -> proj.Checkpoint | None:
+        """The checkpoint that observation `index` (`ob`, None if it updates nothing)
+        completes, from these tables, if they hold exactly the rows checkpoint `ckpt` left
+        with every observation after it folded (and traced in `since`), up to `index` - 1;
+        else None (the projection then reads and folds the pending rows itself).
+
+        `folded` computes the same values: the same arithmetic (`fold.apply`) on the same
+        rows, in the same order. The tables are not changed: the observation is folded into
+        copies of its scopes' tables, and into the cache only by `advance` once it has
+        committed. Called inside the observation's write transaction, so it only tries the
+        lock: a select holding it is never waited for."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if (
+                marks != self._marks
+                or ckpt != self.ckpt
+                or self.folded != index - 1
+                or self.since is None
+            ):
+                return None
+            trace = list(self.since)
+            counts = {name: list(c) for name, c in self.counts.items()}
+            copies: dict[str, fold.Table] = {}
+            if ob is not None:
+                names = [GLOBAL] if ob.context is None else [GLOBAL, ob.context]
+                at: list[np.ndarray] = []
+                for name in names:
+                    t = self.tables.get(name)
+                    where = None if t is None else t.positions(ob.arms)
+                    if where is None:
+                        return None
+                    copies[name] = t.copy()
+                    at.append(where)
+                ctx = copies[ob.context] if ob.context is not None else None
+                fold.apply(cfg, copies[GLOBAL], ctx, ob, counts, at=at, trace=trace)
+            touched: dict[str, list[np.ndarray]] = {}
+            for t_ in trace:
+                touched.setdefault(t_.scope, []).append(t_.at)
+            rows: list[tuple[Any, ...]] = []
+            for name, ats in touched.items():
+                table = copies[name] if name in copies else self.tables[name]
+                where = np.unique(np.concatenate(ats))
+                ids = table.ids()
+                rows += [
+                    (name, ids[i], *row)
+                    for i, row in zip(where.tolist(), table.rows(where), strict=True)
+                ]
+            points = [p for t_ in trace for p in t_.points()]
+            return proj.Checkpoint(rows, {name: counts[name] for name in touched}, points)
+        finally:
+            self.lock.release()
 
     def _apply(self, tx: Tx, ob: fold.Pending) -> None:
         glob = self._table(tx, GLOBAL)
@@ -188,7 +296,7 @@ class PosteriorCache:
             if missing:  # arms no longer (or never) registered: kept after the registry's
                 t.grow(missing)
                 proj.fill(t, proj.read_rows(tx, name, missing))
-        fold.apply(self.cfg, glob, ctx, ob, self.counts)
+        fold.apply(self.cfg, glob, ctx, ob, self.counts, trace=self.since)
 
     def _reload(self, tx: Tx) -> None:
         body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")

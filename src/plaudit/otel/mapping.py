@@ -101,9 +101,24 @@ def _ledger(event: StoredEvent, payload: Mapping[str, Any]) -> list[Record]:
     return [Record(EVALUATION_EVENT, event.ts_ms * 1_000_000, attrs)]
 
 
-def _bandit(event: StoredEvent, payload: Mapping[str, Any]) -> list[Record]:
+def _bandit_rewards(payload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The rewards by arm id: the payload's `rewards`, or its compact form (`arms`, the ids
+    joined by newlines, and `hits`, one "0" or "1" each; see docs/bandit.md)."""
     rewards = payload.get("rewards")
-    if not isinstance(rewards, Mapping):
+    if isinstance(rewards, Mapping):
+        return rewards
+    arms, hits = payload.get("arms"), payload.get("hits")
+    if not isinstance(arms, str) or not isinstance(hits, str):
+        return None
+    ids = arms.split("\n") if arms else []
+    if len(ids) != len(hits):
+        return None
+    return {a: 1 if h == "1" else 0 for a, h in zip(ids, hits, strict=True)}
+
+
+def _bandit(event: StoredEvent, payload: Mapping[str, Any]) -> list[Record]:
+    rewards = _bandit_rewards(payload)
+    if rewards is None:
         return []
     records = []
     for arm_id in sorted(rewards):

@@ -94,6 +94,10 @@ class Tx(ABC):
     #: prepared statement (with the one-statement read, a bandit checkpoint went from 27.7 to
     #: 19.4 ms: bench/bandit_checkpoint.py).
     multi_row_statements: bool = True
+    #: Whether one statement may write several tables (`WITH a AS (UPDATE ...) INSERT ...`):
+    #: PostgreSQL, where psycopg sends every statement on its own while holding the
+    #: interpreter lock, so writes joined into one cost one send. Not SQLite.
+    writes_with: bool = False
     #: The head as this transaction's last sequenced write left it (see `EventLog._finish`),
     #: so the next write in the same transaction need not read it; None: read it.
     head_cache: HeadState | None = None

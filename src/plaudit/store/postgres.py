@@ -137,6 +137,7 @@ def _translated() -> Iterator[None]:
 class PostgresTx(Tx):
     dialect = "postgres"
     multi_row_statements = False
+    writes_with = True
 
     def __init__(self, conn: Any) -> None:
         import psycopg.errors
