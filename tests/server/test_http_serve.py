@@ -184,3 +184,19 @@ def test_warming_the_routes_answers_404_and_leaves_the_app_serving(sqlite_url: s
             assert r.status_code == 200
             sel = c.post("/v1/bandit/select", json={}).json()
             assert sel["included"] == ["tool:exec:Bash"]
+
+
+def test_a_failed_warm_up_is_logged_and_the_server_still_starts(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Warming up only moves work before the first request: a store whose bandit cache cannot
+    load still serves (its selects report the error themselves), with a warning at start."""
+    from plaudit.server import run
+
+    def broken(self: Plaudit) -> list[str]:
+        raise RuntimeError("the cache would not load")
+
+    monkeypatch.setattr(Plaudit, "warm", broken)
+    with Plaudit.open(sqlite_url) as p, caplog.at_level("WARNING", logger="plaudit.server"):
+        run._best_effort(p.warm, "loading the jobs' caches")  # no exception escapes
+    assert "the cache would not load" in caplog.text

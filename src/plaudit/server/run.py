@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 from typing import Any
 
 from plaudit.server.guards import check_serving
 from plaudit.server.timeouts import Timeouts, protocol_class
+
+_log = logging.getLogger("plaudit.server")
 
 #: Spare store connections opened before the first request (the worker threads of a few
 #: concurrent requests; more are opened as needed and kept when their threads retire).
 WARM_CONNECTIONS = 8
 #: uvicorn's exit status when its server did not start.
 STARTUP_FAILURE = 3
+
+
+def _best_effort(fn: Any, what: str) -> None:
+    """Warming up only moves work before the first request: if it fails, the server still
+    starts, and the request that needs the same work meets the same error, with its message."""
+    try:
+        fn()
+    except Exception as exc:
+        _log.warning("warming up before serving (%s) failed: %s", what, exc)
 
 
 def warm_routes(app: Any) -> int:
@@ -82,8 +94,8 @@ def run_server(
         # signs the first checkpoint.
         plaudit.log.checkpointer.prepare()
         # The jobs' caches, loaded before the first request rather than by it.
-        plaudit.warm()
-    warm_routes(app)
+        _best_effort(plaudit.warm, "loading the jobs' caches")
+    _best_effort(lambda: warm_routes(app), "building the routes")
     # Everything loaded so far lives as long as the server: move it out of the collector's
     # way, so a full collection walks only what requests create (shorter pauses in p99).
     gc.collect()
