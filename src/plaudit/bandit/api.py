@@ -178,7 +178,7 @@ class Bandit:
         """Load what a select needs first (the bandit's modules, its settings, the registry,
         the global scope's rows), so that a server's first request does not pay for it: with
         requests queued behind it, that cost sets a served run's first latencies (a first
-        select took 112 ms served against 4 for the next)."""
+        select took 113 ms served against 3 for the next: bench/http_first.py)."""
         self._ensure()
         cache = self._cache
         with self.p.backend.read() as tx, cache.lock:

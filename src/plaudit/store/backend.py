@@ -55,8 +55,8 @@ def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
 
 
 #: A projection's stored state (`plaudit_projections`), as `Tx.upsert` takes it.
-_MARK_COLUMNS = ("name", "version", "applied_seq")
-_MARK_TYPES = ("text", "{bigint}", "{bigint}")
+MARK_COLUMNS = ("name", "version", "applied_seq")
+MARK_TYPES = ("text", "{bigint}", "{bigint}")
 
 
 @lru_cache(maxsize=64)
@@ -228,14 +228,18 @@ class Tx(ABC):
         self.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
         self.move_head(head)
         if marks:
-            self.upsert(
-                "plaudit_projections",
-                _MARK_COLUMNS,
-                _MARK_TYPES,
-                [(name, ver, applied) for name, (ver, applied) in marks.items()],
-                key=("name",),
-            )
+            self.write_marks(marks)
         return False
+
+    def write_marks(self, marks: Mapping[str, tuple[int, int]]) -> None:
+        """Record projections' states: name -> (version, applied_seq)."""
+        self.upsert(
+            "plaudit_projections",
+            MARK_COLUMNS,
+            MARK_TYPES,
+            [(name, ver, applied) for name, (ver, applied) in marks.items()],
+            key=("name",),
+        )
 
     def move_head(self, head: Sequence[Any]) -> None:
         self.execute(

@@ -22,7 +22,15 @@ from plaudit.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from plaudit.store.backend import DIALECT_WORDS, Backend, Tx, _head_state, upsert_clause
+from plaudit.store.backend import (
+    DIALECT_WORDS,
+    MARK_COLUMNS,
+    MARK_TYPES,
+    Backend,
+    Tx,
+    _head_state,
+    upsert_clause,
+)
 from plaudit.store.schema import EVENT_COLUMNS, INTAKE_COLUMNS
 
 if TYPE_CHECKING:
@@ -47,6 +55,12 @@ _INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NUL
 #: repeated under the lease (`_known_now`).
 _SNAPSHOT_HEAD = "(SELECT seq FROM plaudit_head WHERE one = 1)"
 _TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
+#: Which of the ids in parameter `%s` the log holds, as one array of (id, hex digest, seq),
+#: read in the statement that takes the lease (see `_known`).
+_KNOWN_IDS = (
+    "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
+    "FROM plaudit_events e WHERE e.id = ANY(%s))"
+)
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
 SMALL_INSERT = 64
@@ -71,14 +85,6 @@ _EVENTS_UNNEST = (
     f"INSERT INTO plaudit_events ({','.join(EVENT_COLUMNS)}) "
     "SELECT * FROM unnest(" + ", ".join(f"%b::{t}[]" for t in _EVENT_TYPES) + ")"
 )
-#: Projections' marks (name, version, applied_seq) as arrays, in the statement that inserts
-#: the events they cover (see `PostgresTx.insert_events`).
-_MARKS_UNNEST = (
-    "INSERT INTO plaudit_projections (name, version, applied_seq) "
-    "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) "
-    "ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
-    "applied_seq = excluded.applied_seq"
-)
 _INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
 
 #: Joined into a lone intake statement (its own transaction) to commit it without waiting for
@@ -101,6 +107,11 @@ def _columns(alias: str, names: Sequence[str]) -> str:
 def _as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column, for an `unnest` of arrays."""
     return [list(col) for col in zip(*rows, strict=True)]
+
+
+def _known(agg: Sequence[Sequence[str]] | None) -> dict[str, tuple[bytes, int]]:
+    """`_KNOWN_IDS`'s answer as id -> (content_digest, seq)."""
+    return {i: (bytes.fromhex(d), int(s)) for i, d, s in (agg or [])}
 
 
 @lru_cache(maxsize=64)
@@ -349,6 +360,11 @@ class PostgresTx(Tx):
         )
         return {r[0]: (bytes(r[1]), int(r[2])) for r in cur.fetchall()}
 
+    def _held(self, row: Sequence[Any], ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
+        """Which of `ids` the log holds, from a lease statement's row (`_KNOWN_IDS` at 7, the
+        snapshot's head at 8); read again if its snapshot predates the lease it got."""
+        return self._known_now(ids) if row[8] != row[0] else _known(row[7])
+
     def head_with_lease(self, ids: Sequence[str] | None = None) -> HeadState:
         """Wait for the lease and read the head row under it, in one statement; with `ids`,
         also which of them the log holds (`known`)."""
@@ -364,18 +380,13 @@ class PostgresTx(Tx):
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
             f"{_INTAKE_PENDING}, "
-            "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
-            f"FROM plaudit_events e WHERE e.id = ANY(%s)), {_SNAPSHOT_HEAD} "
+            f"{_KNOWN_IDS}, {_SNAPSHOT_HEAD} "
             "FROM plaudit_head h WHERE h.one = 1 "
             f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h",
             (list(ids),),
         )
         row = cur.fetchone()
-        if row[8] != row[0]:  # the snapshot predates the lease: look again
-            known = self._known_now(ids)
-        else:
-            known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
-        return _head_state(row[:6], bool(row[6]))._replace(known=known)
+        return _head_state(row[:6], bool(row[6]))._replace(known=self._held(row, ids))
 
     def sync(self) -> None:
         if self.pipelined and self.pipeline is not None:
@@ -389,8 +400,7 @@ class PostgresTx(Tx):
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
             f"{_INTAKE_PENDING}, "
-            "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
-            f"FROM plaudit_events e WHERE e.id = ANY(%s)), {_SNAPSHOT_HEAD} "
+            f"{_KNOWN_IDS}, {_SNAPSHOT_HEAD} "
             f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
             "FOR UPDATE OF h",
             (list(ids or ()),),
@@ -398,11 +408,8 @@ class PostgresTx(Tx):
         row = cur.fetchone()
         if row is None:
             return None
-        if ids and row[8] != row[0]:  # the snapshot predates the lease: look again
-            known = self._known_now(ids)
-        else:
-            known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
-        return _head_state(row[:6], bool(row[6]))._replace(known=known if ids else None)
+        known = self._held(row, ids) if ids else None
+        return _head_state(row[:6], bool(row[6]))._replace(known=known)
 
     def upsert(
         self,
@@ -463,13 +470,12 @@ class PostgresTx(Tx):
         cur.execute(
             "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
             f"{_INTAKE_PENDING}, "
-            "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
-            "FROM plaudit_events e WHERE e.id = ANY(%s)) "
+            f"{_KNOWN_IDS} "
             "FROM plaudit_head h WHERE h.one = 1 FOR UPDATE OF h",
             (list(ids),),
         )
         row = cur.fetchone()
-        known = {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
+        known = _known(row[7])
         return _head_state(row[:6], bool(row[6]))._replace(known=known)
 
     def insert_events(
@@ -486,10 +492,11 @@ class PostgresTx(Tx):
             super().insert_events(rows, head, marks)
             return False if self.pipelined else self.intake_pending()
         named = list((marks or {}).items())
+        marks_sql = _upsert_unnest("plaudit_projections", MARK_COLUMNS, MARK_TYPES, ("name",), True)
         with _translated():
             self.cur.execute(
                 f"WITH ins AS ({_EVENTS_UNNEST} RETURNING 1), "
-                f"marks AS ({_MARKS_UNNEST} RETURNING 1) "
+                f"marks AS ({marks_sql} RETURNING 1) "
                 # (PostgreSQL runs a data-modifying WITH whether or not the UPDATE reads it.)
                 "UPDATE plaudit_head SET seq = %s, hash = %s, tree_size = %s, frontier = %s "
                 f"WHERE one = 1 RETURNING {_INTAKE_PENDING}",

@@ -262,18 +262,9 @@ class ProjectionManager:
         rows = tx.fetchall("SELECT name, version, applied_seq FROM plaudit_projections")
         return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
-    _UPSERT = (
-        "INSERT INTO plaudit_projections (name, version, applied_seq) VALUES {values} "
-        "ON CONFLICT (name) DO UPDATE SET version = excluded.version, "
-        "applied_seq = excluded.applied_seq"
-    )
-
     def _set_many(self, tx: Tx, states: dict[str, tuple[int, int]]) -> None:
         if states:
-            tx.execute(
-                self._UPSERT.format(values=", ".join(["(?, ?, ?)"] * len(states))),
-                [v for name, (ver, applied) in states.items() for v in (name, ver, applied)],
-            )
+            tx.write_marks(states)
 
     def _set(self, tx: Tx, name: str, version: int, applied: int) -> None:
         self._set_many(tx, {name: (version, applied)})
