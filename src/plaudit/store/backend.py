@@ -39,6 +39,12 @@ DIALECT_WORDS: dict[str, dict[str, str]] = {
 }
 
 
+class HeadMoved(Exception):
+    """A transaction that went ahead on the head this process last wrote found it had moved
+    (or the lease taken, intake pending, an id held): it was rolled back, nothing written.
+    Internal to the log, which then reads the head and tries again."""
+
+
 def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
     from plaudit.store.checkpointing import HeadState
 
@@ -197,6 +203,14 @@ class Tx(ABC):
         "WHERE one = 1"
     )
 
+    def held(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        """(id, content_digest, seq) of the events holding `ids` (at most 500), by the id
+        index: the backend words it so its planner cannot choose a scan of the log."""
+        marks = ",".join("?" * len(ids))
+        return self.fetchall(
+            f"SELECT id, content_digest, seq FROM plaudit_events WHERE id IN ({marks})", ids
+        )
+
     def head_state(self) -> HeadState:
         """The head row as this transaction sees it (no lock; nothing pending is reported)."""
         row = self.fetchone(self.HEAD_SQL)
@@ -303,6 +317,17 @@ class Backend(ABC):
             holder = self._local.holder = _Holder()
             weakref.finalize(holder, self._give_back, conn)
         return conn
+
+    def _discard(self, conn: Any) -> None:
+        """Close this thread's connection and forget it (the next use opens another): for a
+        connection whose driver state can no longer be trusted."""
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+            self._local.holder = None
+        with self._all_lock:
+            self._all = [c for c in self._all if c is not conn]
+        with suppress(Exception):
+            conn.close()
 
     def _give_back(self, conn: Any) -> None:
         """The thread that used `conn` ended: keep it for the next new thread if it is idle."""

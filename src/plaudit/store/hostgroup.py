@@ -335,6 +335,8 @@ class _Server:
         self._wake_r, self._wake_w = socket.socketpair()
         self._inode = os.stat(path).st_ino
         self._decoder = msgspec.msgpack.Decoder(_Call)
+        self._inbox = bytearray(64 << 10)
+        self._inbox_view = memoryview(self._inbox)
         self._locals: list[_Local] = []
         #: Follower connections open now.
         self.followers = 0
@@ -424,13 +426,15 @@ class _Server:
     ) -> bool:
         """Read what `sock` sent; False when it closed or broke the protocol."""
         try:
-            chunk = sock.recv(1 << 20)
+            # Into one reused buffer: `recv(n)` allocates n bytes per call, and at a size the
+            # allocator maps afresh each time that cost the leader thread more than the call.
+            n = sock.recv_into(self._inbox)
         except OSError:
             return False
-        if not chunk:
+        if not n:
             return False
         buf = buffers[sock]
-        buf += chunk
+        buf += self._inbox_view[:n]
         while len(buf) >= _LEN.size:
             (size,) = _LEN.unpack_from(buf)
             if size > FRAME_LIMIT:

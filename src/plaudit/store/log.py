@@ -36,7 +36,7 @@ from plaudit.errors import ConflictError, IntegrityError, PlauditError, Validati
 from plaudit.events import Event, Prepared, StoredEvent, prepare, prepare_batch
 from plaudit.ids import now_ms
 from plaudit.store import chain
-from plaudit.store.backend import Backend, Tx
+from plaudit.store.backend import Backend, HeadMoved, Tx
 from plaudit.store.chain import GENESIS, RangeResult, chain_new_rows, check_rows, range_sql
 from plaudit.store.checkpointing import Checkpointer, HeadState
 from plaudit.store.merkle import CompactRange, leaf_hashes
@@ -272,6 +272,11 @@ class EventLog:
         self._optimistic = self._try_optimistic
         # Set by a sequenced write that saw intake arrive while it held the lease.
         self._intake_seen = False
+        # The head as this process's last group left it, for the next to go ahead on (see
+        # `_try_group`), and how many groups to write without it after misses.
+        self._expect: HeadState | None = None
+        self._expect_misses = 0
+        self._expect_skip = 0
         # Group commit: appenders of this process queue here; one leader writes them all.
         self._queue: list[_Request] = []
         self._queue_lock = threading.Lock()
@@ -558,23 +563,52 @@ class EventLog:
         self._take_in(group)
 
     def _try_group(self, group: list[_Request], ids: list[str] | None) -> bool:
-        """Write the group if the lease is free (with pending intake first); False if not."""
+        """Write the group if the lease is free (with pending intake first); False if not.
+
+        When this process wrote the head last, the group goes ahead on that head in one
+        round trip (`try_sequence(expect=...)`); if another writer moved it meanwhile, that
+        attempt is rolled back whole and the group is written as usual. Misses make the
+        next attempts wait (1, 2, 4 ... 64 groups), so writers that take turns stop guessing."""
+        expect, self._expect = self._expect, None
+        if expect is not None and ids is not None and self._expect_skip == 0:
+            try:
+                with self._try_sequence(ids, expect=expect) as got:
+                    assert got is not None  # an expected head raises, never answers None
+                    outcomes, after = self._sequence_group(got[0], got[1], group)
+            except HeadMoved:
+                self._undone()
+                self._expect_misses = min(max(1, 2 * self._expect_misses), 64)
+                self._expect_skip = self._expect_misses
+            else:
+                self._expect, self._expect_misses = after, 0
+                self._deliver(group, outcomes)
+                return True
+        elif self._expect_skip:
+            self._expect_skip -= 1
         with self._try_sequence(ids) as got:
             if got is not None:
-                tx, head = got
-                if head.pending:
-                    self._drain(tx)
-                    head = None
-                self._intake_seen = False
-                outcomes = self._run_group(tx, group, head)
-                if self._intake_seen:
-                    # Intake arrived while this group held the lease: sequence it in the same
-                    # commit, so its appenders need not wait for another pass.
-                    self._drain(tx)
+                outcomes, after = self._sequence_group(got[0], got[1], group)
         if got is None:
             return False
+        self._expect = after
         self._deliver(group, outcomes)
         return True
+
+    def _sequence_group(
+        self, tx: Tx, head: HeadState | None, group: list[_Request]
+    ) -> tuple[list[tuple[Any, BaseException | None]], HeadState | None]:
+        """The group's writes under the lease, and the head they leave (None: unknown)."""
+        assert head is not None
+        if head.pending:
+            self._drain(tx)
+            head = None
+        self._intake_seen = False
+        outcomes = self._run_group(tx, group, head)
+        if self._intake_seen:
+            # Intake arrived while this group held the lease: sequence it in the same
+            # commit, so its appenders need not wait for another pass.
+            self._drain(tx)
+        return outcomes, tx.head_cache
 
     def _commit_waiting(self, group: list[_Request]) -> None:
         """Wait for the lease and write the group under it (functions read state, so they
@@ -654,11 +688,14 @@ class EventLog:
                 )
 
     @contextmanager
-    def _try_sequence(self, ids: Sequence[str] | None) -> Iterator[tuple[Tx, HeadState] | None]:
-        """The lease and the head (with which of `ids` are committed) if the lease is free."""
+    def _try_sequence(
+        self, ids: Sequence[str] | None, expect: HeadState | None = None
+    ) -> Iterator[tuple[Tx, HeadState] | None]:
+        """The lease and the head (with which of `ids` are committed) if the lease is free;
+        with `expect`, that head taken on trust (see `_try_group`; PostgreSQL only)."""
         b: Any = self.backend
         if hasattr(b, "try_sequence"):
-            with b.try_sequence(ids) as got:
+            with b.try_sequence(ids, expect=expect) as got:
                 yield got
             return
         with self.backend.try_write() as tx:

@@ -27,6 +27,7 @@ from plaudit.store.backend import (
     MARK_COLUMNS,
     MARK_TYPES,
     Backend,
+    HeadMoved,
     Tx,
     _head_state,
     upsert_clause,
@@ -55,11 +56,24 @@ _INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NUL
 #: repeated under the lease (`_known_now`).
 _SNAPSHOT_HEAD = "(SELECT seq FROM plaudit_head WHERE one = 1)"
 _TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
+#: The log's rows holding the ids of text-array parameter `%s`, probed in the id index one id
+#: at a time (columns id, content_digest, seq). `id = ANY(%s)` let the plan that psycopg
+#: prepares after five runs be a scan of the whole log: planned while the log was new and
+#: never analysed, it stayed a scan as the log grew, so every append of a fresh store's first
+#: minute read every event before it (`tests/test_store_plans.py`).
+_HELD = (
+    "unnest(%s::text[]) AS k(id) CROSS JOIN LATERAL (SELECT id, content_digest, seq "
+    "FROM plaudit_events WHERE id = k.id OFFSET 0) e"  # OFFSET 0: a probe per id, never a join
+)
+#: The log's row (content_digest, seq; NULLs when absent) for each row `i` of a FROM list.
+_PROBE_EVENTS = (
+    "LEFT JOIN LATERAL (SELECT content_digest, seq FROM plaudit_events WHERE id = i.id "
+    "OFFSET 0) e ON true"
+)
 #: Which of the ids in parameter `%s` the log holds, as one array of (id, hex digest, seq),
 #: read in the statement that takes the lease (see `_known`).
 _KNOWN_IDS = (
-    "(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) "
-    "FROM plaudit_events e WHERE e.id = ANY(%s))"
+    f"(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) FROM {_HELD})"
 )
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
@@ -95,6 +109,19 @@ _RELAXED_JOIN = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', tru
 _LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
 LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
 TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
+#: The lease, if the head is still exactly the one this process wrote last, no intake is
+#: pending and none of the ids in `%s` is in the log; otherwise it divides by zero, which aborts
+#: the transaction (no statement of plaudit's divides otherwise). It needs no answer, so a
+#: group's whole transaction goes in one round trip (`try_sequence`).
+_EXPECT_HEAD = (
+    "SELECT 1 / COALESCE((SELECT CASE WHEN (h.seq, h.hash, h.tree_size, h.frontier, "
+    "h.checkpoint_size, h.checkpoint_ms) IS NOT DISTINCT FROM (%s::bigint, %s::bytea, "
+    "%s::bigint, %s::bytea, %s::bigint, %s::bigint) "
+    f"AND {_SNAPSHOT_HEAD} = h.seq AND NOT {_INTAKE_PENDING} "
+    f"AND NOT EXISTS (SELECT 1 FROM {_HELD}) THEN 1 ELSE 0 END "
+    f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
+    "FOR UPDATE OF h), 0)"
+)
 #: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
 #: dies with its connection.
 _PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
@@ -140,6 +167,8 @@ def _translated() -> Iterator[None]:
 
     try:
         yield
+    except psycopg.errors.DivisionByZero:
+        raise  # `_EXPECT_HEAD`'s refusal, not the input's fault
     except psycopg.DataError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValidationError("value", f"the database cannot store it: {first}") from None
@@ -227,7 +256,7 @@ class PostgresTx(Tx):
                 f"INSERT INTO plaudit_intake ({names}) SELECT {_columns('i', INTAKE_COLUMNS)} "
                 f"FROM ({source}) AS i ({names})"
                 + (_RELAXED_JOIN if self.relaxed else "")
-                + " WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id) "
+                + " WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id OFFSET 0) "
                 "ON CONFLICT (id) DO NOTHING RETURNING id",
                 params,
             )
@@ -239,13 +268,14 @@ class PostgresTx(Tx):
         cur = self.conn.cursor()
         cur.execute(
             f"WITH input ({names}) AS ({source}), "
-            f"ins AS (INSERT INTO plaudit_intake ({names}) SELECT {names} FROM input i "
-            "WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id) "
-            "ON CONFLICT (id) DO NOTHING RETURNING id) "
-            "SELECT i.id, e.content_digest, e.seq, q.content_digest, "
-            "EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id) FROM input i "
-            "LEFT JOIN plaudit_events e ON e.id = i.id "
-            "LEFT JOIN plaudit_intake q ON q.id = i.id" + (_RELAXED_JOIN if self.relaxed else ""),
+            f"held AS (SELECT i.*, e.content_digest AS held_digest, e.seq AS held_seq "
+            f"FROM input i {_PROBE_EVENTS}), "
+            f"ins AS (INSERT INTO plaudit_intake ({names}) SELECT {names} FROM held "
+            "WHERE held_seq IS NULL ON CONFLICT (id) DO NOTHING RETURNING id) "
+            "SELECT h.id, h.held_digest, h.held_seq, q.content_digest, "
+            "EXISTS (SELECT 1 FROM ins WHERE ins.id = h.id) FROM held h "
+            "LEFT JOIN LATERAL (SELECT content_digest FROM plaudit_intake WHERE id = h.id "
+            "OFFSET 0) q ON true" + (_RELAXED_JOIN if self.relaxed else ""),
             params,
         )
         return [
@@ -264,8 +294,9 @@ class PostgresTx(Tx):
         cur = self.conn.cursor()
         cur.execute(
             "SELECT i.id, e.content_digest, e.seq, "
-            "EXISTS (SELECT 1 FROM plaudit_intake q WHERE q.id = i.id) "
-            "FROM unnest(%s::text[]) AS i(id) LEFT JOIN plaudit_events e ON e.id = i.id",
+            "EXISTS (SELECT 1 FROM plaudit_intake q WHERE q.id = i.id OFFSET 0) "
+            "FROM unnest(%s::text[]) AS i(id) LEFT JOIN LATERAL (SELECT content_digest, seq "
+            "FROM plaudit_events WHERE id = i.id OFFSET 0) e ON true",
             (ids,),
         )
         found: dict[str, tuple[bytes, int]] = {}
@@ -286,7 +317,11 @@ class PostgresTx(Tx):
 
     def intake_digests(self, ids: list[str]) -> dict[str, bytes]:
         cur = self.conn.cursor()
-        cur.execute("SELECT id, content_digest FROM plaudit_intake WHERE id = ANY(%s)", (ids,))
+        cur.execute(
+            "SELECT q.id, q.content_digest FROM unnest(%s::text[]) AS k(id) CROSS JOIN LATERAL "
+            "(SELECT id, content_digest FROM plaudit_intake WHERE id = k.id OFFSET 0) q",
+            (ids,),
+        )
         return {r[0]: bytes(r[1]) for r in cur.fetchall()}
 
     def intake_pending(self) -> bool:
@@ -351,14 +386,15 @@ class PostgresTx(Tx):
         self.taken = (rows, known)
         return _head_state(got[0][1:7], False)
 
+    def held(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        cur = self.conn.cursor()
+        cur.execute(f"SELECT e.id, e.content_digest, e.seq FROM {_HELD}", (list(ids),))
+        return cur.fetchall()
+
     def _known_now(self, ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
         """Which of `ids` the log holds, read afresh under the lease: for when a statement's
         snapshot predates the lease it took (see `_SNAPSHOT_HEAD`)."""
-        cur = self.conn.cursor()
-        cur.execute(
-            "SELECT id, content_digest, seq FROM plaudit_events WHERE id = ANY(%s)", (list(ids),)
-        )
-        return {r[0]: (bytes(r[1]), int(r[2])) for r in cur.fetchall()}
+        return {r[0]: (bytes(r[1]), int(r[2])) for r in self.held(ids)}
 
     def _held(self, row: Sequence[Any], ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
         """Which of `ids` the log holds, from a lease statement's row (`_KNOWN_IDS` at 7, the
@@ -613,11 +649,23 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def try_sequence(
-        self, ids: Sequence[str] | None = None, *, take: int | None = None, wait: bool = False
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        take: int | None = None,
+        wait: bool = False,
+        expect: HeadState | None = None,
     ) -> Iterator[tuple[PostgresTx, HeadState] | None]:
         """A sequencing transaction if the lease is free, with the head row (and which of
         `ids` the log holds) read under it; None when it is taken. With `take`, up to that
         many pending intake rows are taken in the same statement (see `take_if_leased`).
+
+        With `expect` (the head as this process last committed it), nothing is read: the
+        transaction goes ahead on that head, none of `ids` held and no intake pending, and a
+        statement that needs no answer checks all of it under the lease; if any of it is
+        wrong the transaction is rolled back and `HeadMoved` raised, nothing written. So an
+        uncontended writer's transaction is one round trip, where reading the head first
+        takes two.
 
         Sent in pipeline mode: BEGIN, the lease and the head travel in one round trip, and
         the writes nobody reads (the rows, the tree, the projection states, the relay's
@@ -628,33 +676,58 @@ class PostgresBackend(Backend):
         conn = self.connection()
         self._local.in_write = True
         head: HeadState | None = None
+        #: The server's refusal of a statement, kept until the pipeline is left: one that
+        #: escapes the pipeline block makes psycopg log a warning for the rest it skipped.
+        refused: psycopg.Error | None = None
         try:
-            with _translated(), conn.pipeline() as pipeline:
-                conn.execute("BEGIN")
-                tx = PostgresTx(conn)
-                tx.pipelined = True
-                tx.pipeline = pipeline
-                try:
-                    if wait:
-                        head = tx.head_with_lease(ids)
-                    elif take is None:
-                        head = tx.head_if_leased(ids)
-                    else:
-                        head = tx.take_if_leased(take)
-                    if head is None:
-                        conn.execute("ROLLBACK")
-                        yield None
-                        return
-                    yield tx, head
-                    conn.execute("COMMIT")
-                except BaseException:
-                    self._end(conn, "ROLLBACK")
-                    raise
-        except psycopg.errors.UniqueViolation:
-            # A pipelined insert's error surfaces here. Ids were looked up under the lease,
-            # so it is a position: the head is behind rows added outside plaudit.
-            self._end(conn, "ROLLBACK")
-            raise IntegrityError.position_taken(head.seq if head is not None else 0) from None
+            with _translated():
+                with conn.pipeline() as pipeline:
+                    conn.execute("BEGIN")
+                    tx = PostgresTx(conn)
+                    tx.pipelined = True
+                    tx.pipeline = pipeline
+                    try:
+                        if expect is not None:
+                            conn.cursor().execute(
+                                _EXPECT_HEAD, [*expect[:2], *expect[3:7], list(ids or ())]
+                            )
+                            head = expect._replace(pending=False, known={})
+                        elif wait:
+                            head = tx.head_with_lease(ids)
+                        elif take is None:
+                            head = tx.head_if_leased(ids)
+                        else:
+                            head = tx.take_if_leased(take)
+                        if head is None:
+                            conn.execute("ROLLBACK")
+                            yield None
+                            return
+                        yield tx, head
+                        conn.execute("COMMIT")
+                    except psycopg.Error as exc:
+                        refused = exc
+                    except BaseException:
+                        self._end(conn, "ROLLBACK")
+                        raise
+                if refused is not None:
+                    raise refused
+        except (psycopg.Error, ValidationError) as caught:
+            exc = caught if refused is None else refused  # what the pipeline's exit hides
+            # The server refused a statement and skipped the rest of the pipeline. psycopg
+            # notes a statement as prepared when it sends the request (its fifth use), so a
+            # skipped one stays noted and its next use fails ("prepared statement ... does not
+            # exist"): this connection's driver state is wrong, and it is replaced.
+            self._discard(conn)
+            if isinstance(exc, psycopg.errors.DivisionByZero) and expect is not None:
+                raise HeadMoved from None
+            if isinstance(exc, psycopg.errors.UniqueViolation):
+                # Ids were looked up under the lease, so it is a position: the head is behind
+                # rows added outside plaudit.
+                raise IntegrityError.position_taken(head.seq if head is not None else 0) from None
+            if exc is caught:
+                raise
+            with _translated():
+                raise exc from None
         except BaseException:
             self._end(conn, "ROLLBACK")
             raise

@@ -116,11 +116,7 @@ class LogView:
         found: dict[str, tuple[bytes, int]] = {}
         wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and "\x00" not in i]
         for chunk in _chunks(wanted, _ID_CHUNK):
-            marks = ",".join("?" * len(chunk))
-            for id_, digest, seq in self.tx.fetchall(
-                f"SELECT id, content_digest, seq FROM plaudit_events WHERE id IN ({marks})",
-                chunk,
-            ):
+            for id_, digest, seq in self.tx.held(chunk):
                 found[id_] = (bytes(digest), int(seq))
         return found
 
