@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import PG_DSN
 from plaudit import ConflictError, Plaudit
 from test_log_v2 import assert_rebuild_identical, assert_whole, event
 
@@ -152,7 +151,7 @@ def test_appends_never_scan_the_log(pg_url: str, monkeypatch: pytest.MonkeyPatch
     """Every id look-up of the write path probes the id index: a plan made while the log was
     new (and never analysed) once stayed a scan of the whole log as it grew."""
     monkeypatch.setenv("PLAUDIT_HOST_GROUP", "0")
-    schema = pg_url.rpartition("schema=")[2]
+    dsn, _, schema = pg_url.rpartition("schema=")
     # Two writers taking turns: both the guessed head and the head read first are used.
     with Plaudit.open(pg_url) as p, Plaudit.open(pg_url) as q:
         for i in range(120):
@@ -162,7 +161,7 @@ def test_appends_never_scan_the_log(pg_url: str, monkeypatch: pytest.MonkeyPatch
         with pytest.raises(ConflictError):
             p.log.append(event("e6", 1))
     # The writers' connections are closed: their statistics reach the shared counters.
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(dsn.rstrip("?&"), autocommit=True) as conn:
         deadline = time.monotonic() + 5
         while True:
             conn.execute("SELECT pg_stat_clear_snapshot()")

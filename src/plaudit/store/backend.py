@@ -321,11 +321,12 @@ class Backend(ABC):
     def _discard(self, conn: Any) -> None:
         """Close this thread's connection and forget it (the next use opens another): for a
         connection whose driver state can no longer be trusted."""
+        with self._all_lock:  # first: dropping the holder gives the connection back
+            self._all = [c for c in self._all if c is not conn]
+            self._spare = [c for c in self._spare if c is not conn]
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
             self._local.holder = None
-        with self._all_lock:
-            self._all = [c for c in self._all if c is not conn]
         with suppress(Exception):
             conn.close()
 
