@@ -175,3 +175,29 @@ def test_appends_never_scan_the_log(pg_url: str, monkeypatch: pytest.MonkeyPatch
             time.sleep(0.1)
     assert row is not None and row[1] >= 120, row  # the look-ups did reach the statistics
     assert row[0] <= 5, f"{row[0]} scans of plaudit_events for 142 appends"
+
+
+def test_an_error_after_the_rows_were_sent_writes_nothing(
+    two: tuple[Plaudit, Plaudit], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guessed head's transaction has no BEGIN (a pipeline's statements before its Sync
+    are one transaction): an error raised after its rows were sent must roll it back, not
+    let the Sync commit them."""
+    from plaudit.store.log import EventLog
+
+    a, _ = two
+    a.log.append(event("a1"))
+    assert a.log._expect is not None
+    finish = EventLog._finish
+
+    def sent_then_fails(self: EventLog, *args: Any, **kwargs: Any) -> Any:
+        finish(self, *args, **kwargs)  # the rows, the head and the tree are sent
+        raise RuntimeError("a projection failed")
+
+    monkeypatch.setattr(EventLog, "_finish", sent_then_fails)
+    with pytest.raises(RuntimeError, match="a projection failed"):
+        a.log.append(event("a2"))
+    monkeypatch.setattr(EventLog, "_finish", finish)
+    assert [e.id for e in a.log.replay()] == ["a1"]
+    assert a.log.append(event("a3")).seq == 2
+    assert_whole(a, {"a1", "a3"})

@@ -122,6 +122,10 @@ _EXPECT_HEAD = (
     f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
     "FOR UPDATE OF h), 0)"
 )
+#: Fails at once (no plan, no table): queued to make a pipeline's implicit transaction roll
+#: back at its Sync instead of committing. Its error is `HeadMoved`'s (division by zero), so a
+#: transaction abandoned for any reason is never taken for a success.
+_ABORT = "SELECT 1 / 0"
 #: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
 #: dies with its connection.
 _PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
@@ -676,60 +680,73 @@ class PostgresBackend(Backend):
         conn = self.connection()
         self._local.in_write = True
         head: HeadState | None = None
-        #: The server's refusal of a statement, kept until the pipeline is left: one that
-        #: escapes the pipeline block makes psycopg log a warning for the rest it skipped.
-        refused: psycopg.Error | None = None
+        # With `expect` nothing is read before COMMIT, so nothing needs BEGIN either: the
+        # statements a pipeline sends before its Sync are one transaction, which the Sync
+        # commits, or rolls back if any of them failed.
+        implicit = expect is not None
+        #: What failed inside the pipeline, raised once it is left: an exception that escapes
+        #: the pipeline block makes psycopg log a warning for each result it then skips.
+        failure: BaseException | None = None
+        aborted = False  # the server refused a statement, so it skipped the rest
         try:
             with _translated():
-                with conn.pipeline() as pipeline:
-                    conn.execute("BEGIN")
-                    tx = PostgresTx(conn)
-                    tx.pipelined = True
-                    tx.pipeline = pipeline
-                    try:
-                        if expect is not None:
-                            conn.cursor().execute(
-                                _EXPECT_HEAD, [*expect[:2], *expect[3:7], list(ids or ())]
-                            )
-                            head = expect._replace(pending=False, known={})
-                        elif wait:
-                            head = tx.head_with_lease(ids)
-                        elif take is None:
-                            head = tx.head_if_leased(ids)
-                        else:
-                            head = tx.take_if_leased(take)
-                        if head is None:
-                            conn.execute("ROLLBACK")
-                            yield None
-                            return
-                        yield tx, head
-                        conn.execute("COMMIT")
-                    except psycopg.Error as exc:
-                        refused = exc
-                    except BaseException:
-                        self._end(conn, "ROLLBACK")
-                        raise
-                if refused is not None:
-                    raise refused
-        except (psycopg.Error, ValidationError) as caught:
-            exc = caught if refused is None else refused  # what the pipeline's exit hides
+                try:
+                    with conn.pipeline() as pipeline:
+                        if not implicit:
+                            conn.execute("BEGIN")
+                        tx = PostgresTx(conn)
+                        tx.pipelined = True
+                        tx.pipeline = pipeline
+                        try:
+                            if expect is not None:
+                                conn.cursor().execute(
+                                    _EXPECT_HEAD, [*expect[:2], *expect[3:7], list(ids or ())]
+                                )
+                                head = expect._replace(pending=False, known={})
+                            elif wait:
+                                head = tx.head_with_lease(ids)
+                            elif take is None:
+                                head = tx.head_if_leased(ids)
+                            else:
+                                head = tx.take_if_leased(take)
+                            if head is None:
+                                conn.execute("ROLLBACK")
+                                yield None
+                                return
+                            yield tx, head
+                            if not implicit:
+                                conn.execute("COMMIT")
+                        except BaseException as exc:
+                            failure = exc
+                            aborted = isinstance(exc, psycopg.Error)
+                            # Undo what was sent: the Sync that leaving the pipeline sends
+                            # would commit an implicit transaction, so make it fail first.
+                            with suppress(Exception):
+                                conn.execute(_ABORT if implicit else "ROLLBACK")
+                except psycopg.Error as exc:  # leaving the pipeline read a refusal
+                    aborted = True
+                    if failure is None:
+                        failure = exc
+                if failure is not None:
+                    raise failure
+        except (psycopg.Error, ValidationError) as exc:
+            if not (aborted or isinstance(exc, psycopg.Error)):
+                raise  # the caller's own error: the transaction was rolled back
             # The server refused a statement and skipped the rest of the pipeline. psycopg
             # notes a statement as prepared when it sends the request (its fifth use), so a
             # skipped one stays noted and its next use fails ("prepared statement ... does not
             # exist"): this connection's driver state is wrong, and it is replaced.
             self._discard(conn)
-            if isinstance(exc, psycopg.errors.DivisionByZero) and expect is not None:
+            if isinstance(exc, psycopg.errors.DivisionByZero) and implicit:
                 raise HeadMoved from None
             if isinstance(exc, psycopg.errors.UniqueViolation):
                 # Ids were looked up under the lease, so it is a position: the head is behind
                 # rows added outside plaudit.
                 raise IntegrityError.position_taken(head.seq if head is not None else 0) from None
-            if exc is caught:
-                raise
-            with _translated():
-                raise exc from None
+            raise
         except BaseException:
-            self._end(conn, "ROLLBACK")
+            if implicit:
+                self._discard(conn)  # `_ABORT` made the pipeline's transaction roll back
             raise
         finally:
             self._local.in_write = False
