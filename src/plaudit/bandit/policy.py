@@ -301,10 +301,10 @@ def _slots(e: FloatArr, tokens: IntArr, cand: BoolArr, remaining: int, cap: int)
     if ci.size == 0:
         return ()
     cost = tokens[ci]
-    cls = np.floor(np.log2(np.maximum(cost, 1))).astype(np.int64)
-    ks, inv = np.unique(cls, return_inverse=True)
-    w = np.bincount(inv, weights=e[ci], minlength=ks.size)
-    size = np.zeros(ks.size, dtype=np.int64)
+    # size classes [2^k, 2^(k+1)); arms cost at most 10,000,000 tokens, so k < 24
+    inv = np.floor(np.log2(np.maximum(cost, 1))).astype(np.int64)
+    w = np.bincount(inv, weights=e[ci], minlength=24)
+    size = np.zeros(w.shape[0], dtype=np.int64)
     np.maximum.at(size, inv, cost)
     size = np.maximum(size, 1)
     total = float(w.sum())
@@ -313,7 +313,7 @@ def _slots(e: FloatArr, tokens: IntArr, cand: BoolArr, remaining: int, cap: int)
     # the whole slots share what is left after room for one slot of the largest class, so
     # that the lottery can always reach every class (the expensive arms are tried too)
     ideal = remaining * (w / total) / size
-    c = (remaining - int(size.max())) * (w / total) / size
+    c = (remaining - int(size[w > 0].max())) * (w / total) / size
     count = np.minimum(np.floor(c), cap).astype(np.int64)
     left = int(remaining) - int((count * size).sum())
     per_arm = e[ci] / np.maximum(w, 1e-300)[inv]
@@ -343,12 +343,11 @@ def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
         chosen |= rng.random(chosen.shape[0]) < p.explore
         return chosen
     for g in p.slots:
-        total = float(g.q.sum())
-        if total <= 0.0 or g.count == 0:
+        if g.count == 0 or g.idx.shape[0] == 0:
             continue
-        # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
-        probs = np.append(g.q, max(0.0, 1.0 - total))
-        picks = rng.choice(probs.shape[0], size=g.count, p=probs / probs.sum())
+        # Each slot: arm j with probability q_j, or nothing with probability 1 - sum(q) (a
+        # uniform draw past the cumulative sum). One draw per slot, no per-call validation.
+        picks = np.searchsorted(np.cumsum(g.q), rng.random(g.count), side="right")
         chosen[g.idx[picks[picks < g.idx.shape[0]]]] = True
     return chosen
 
