@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plaudit.bandit import evidence, hierarchy, policy
 from plaudit.bandit.config import BanditConfig
+from plaudit.bandit.simulator import simulate
 
 DS = BanditConfig().drift_settings()
 
@@ -150,7 +152,10 @@ def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
         proof_f=rng.integers(0, 4, n).astype(float),
     )
     plan = policy.plan(inp)
-    assert plan.big_slots >= 1 and plan.big_q is not None and plan.big_q[50:].sum() > 0
+    # the 900-token arms have slots of their own size class
+    big = [g for g in plan.slots if g.tokens >= 900 and (g.idx >= 50).any()]
+    assert big and all(g.count >= 1 for g in big)
+    assert (plan.propensities[50:] > 0).all()
     draws = np.mean([policy.draw(plan, rng) for _ in range(6000)], axis=0)
     assert np.abs(draws - plan.propensities).max() < 0.03
     for _ in range(200):
@@ -189,3 +194,135 @@ def _replace(inp: policy.PolicyInput, **kw: object) -> policy.PolicyInput:
     import dataclasses
 
     return dataclasses.replace(inp, **kw)
+
+
+def test_size_classes_try_cheap_arms_more_often_and_never_overrun_the_budget() -> None:
+    """Under a binding budget the slots are grouped by size class and share the budget by
+    search weight (equal tokens per unit of weight): a 100-token arm gets about ten times the
+    tries of a 1,000-token one of the same weight, every arm that can be drawn has a
+    propensity above 0, the propensities are the draws' frequencies, and no draw overruns the
+    budget."""
+    rng = np.random.default_rng(9)
+    n = 200
+    tokens = np.where(np.arange(n) < 100, 100, 1000).astype(np.int64)
+    inp = _input(
+        alpha=np.full(n, 0.01),
+        beta=np.full(n, 50.0),
+        tokens=tokens,
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.zeros(n, dtype=bool),
+        bar=np.full(n, 0.05),
+        budget=3000,
+        explore_slots=16,
+        proof_s=np.zeros(n),
+        proof_f=np.zeros(n),
+    )
+    plan = policy.plan(inp)
+    p = plan.propensities
+    assert (p > 0).all()
+    ratio = p[:100].mean() / p[100:].mean()
+    assert 6.0 < ratio < 14.0, ratio
+    draws = [policy.draw(plan, rng) for _ in range(6000)]
+    assert np.abs(np.mean(draws, axis=0) - p).max() < 0.03
+    assert max(int(tokens[d].sum()) for d in draws) <= inp.budget
+    # the budget is used: on average most of it goes to the search
+    assert np.mean([int(tokens[d].sum()) for d in draws]) > 0.7 * inp.budget
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    costs=st.lists(st.integers(0, 5000), min_size=2, max_size=80),
+    budget=st.integers(1, 20000),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_slots_never_overrun_the_budget_and_included_arms_have_propensities(
+    costs: list[int], budget: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    n = len(costs)
+    tokens = np.array(costs, dtype=np.int64)
+    inp = _input(
+        alpha=rng.uniform(0.01, 3, n),
+        beta=rng.uniform(0.5, 50, n),
+        tokens=tokens,
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.zeros(n, dtype=bool),
+        bar=np.full(n, 0.05),
+        budget=budget,
+        proof_s=rng.integers(0, 2, n).astype(float),
+        proof_f=rng.integers(0, 5, n).astype(float),
+        unseen=rng.random(n) < 0.5,
+        types=rng.integers(0, 5, n),
+        tried=rng.random(n) < 0.5,
+    )
+    plan = policy.plan(inp)
+    p = plan.propensities
+    for _ in range(20):
+        chosen = policy.draw(plan, rng)
+        assert int(tokens[chosen].sum()) <= max(budget, int(tokens[plan.core].sum()))
+        assert (p[chosen] > 0).all()
+
+
+def test_the_search_tries_the_rest_of_a_type_whose_tried_arms_were_needed() -> None:
+    """Type weights: once the one section tried was referenced, an untried section outweighs
+    an untried tool when half the tried tools were never referenced anywhere."""
+    types = np.array([4, 4, 0, 0, 0, 0, 0])  # two sections, five tools
+    tried = np.array([True, False, True, True, True, True, False])
+    found = np.array([True, False, True, False, False, False, False])
+    w = policy.type_weight(types, tried, found)
+    assert w[4] == 1.0 and w[0] < 0.6
+    n = types.size
+    inp = _input(
+        alpha=np.full(n, 0.01),
+        beta=np.full(n, 50.0),
+        tokens=np.full(n, 100, dtype=np.int64),
+        protected=np.zeros(n, dtype=bool),
+        underexplored=np.zeros(n, dtype=bool),
+        bar=np.full(n, 0.05),
+        budget=300,
+        proof_s=np.zeros(n),
+        proof_f=np.zeros(n),
+        unseen=~found,
+        types=types,
+        tried=tried,
+    )
+    p = policy.plan(inp).propensities
+    assert p[1] > 1.5 * p[6]  # the untried section before the untried tool
+    assert policy.plan(_replace(inp, types=None)).propensities[1] == pytest.approx(
+        policy.plan(_replace(inp, types=None)).propensities[6]
+    )
+
+
+def test_sections_needed_in_every_run_are_found_within_300_runs_at_2000_arms() -> None:
+    """With nothing fetched, an arm needed in every run of every task type that no run has
+    tried (a section: it cannot be fetched) is found by the search alone. At 2,000 arms under
+    a binding budget, all three sections are in every run from run 300 on, in each of three
+    seeds. (Before the search weighed arms by their type, one seed first tried a section at
+    run 541.)"""
+    from plaudit.bandit import workloads
+    from plaudit.bandit.simulator import PlauditPolicy, default_config
+
+    sc = workloads.large(2000)
+    sections = np.flatnonzero([r == "section" for r in sc.roles])
+
+    class Watch(PlauditPolicy):
+        late: list[bool]
+
+        def choose(self, run: int, task: int | None) -> np.ndarray:
+            chosen = super().choose(run, task)
+            if run >= 300:
+                self.late.append(bool(chosen[sections].all()))
+            return chosen
+
+    for seed in range(3):
+        watch: list[Watch] = []
+
+        def make(s, rng, watch=watch):
+            w = Watch(s, default_config(s), rng)
+            w.late = []
+            watch.append(w)
+            return w
+
+        simulate(sc, make, 400, seed=seed)
+        late = watch[0].late
+        assert len(late) == 100 and all(late), (seed, sum(late))

@@ -46,6 +46,9 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: When the budget binds, this share of it is kept for `explore_slots` exploration slots.
     explore_share: float = 0.1
     explore_slots: int = 16
+    #: Whether the search under a binding budget weighs an arm no run has referenced by how
+    #: often the tried arms of its type (tool, skill, file, memory, section) were found needed.
+    explore_by_type: bool = True
     #: Change detection ("detect", CUSUM per scope and arm) or "off" (nothing is forgotten
     #: unless a half-life is set).
     drift: str = "detect"
@@ -225,7 +228,7 @@ def validate_changes(changes: Mapping[str, Any], *, replay: bool = False) -> dic
             out[key] = value
         elif key in ("half_life_runs", "half_life_days"):
             out[key] = None if value is None else float(_number(key, value, 1e-6, 1e12))
-        elif key in ("update_on_error", "learn_from_misses"):
+        elif key in ("update_on_error", "learn_from_misses", "explore_by_type"):
             if type(value) is not bool:
                 raise ValidationError(key, f"must be true or false, got {value!r}")
             out[key] = value

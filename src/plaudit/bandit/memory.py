@@ -26,6 +26,7 @@ class MemoryLearner:
         prior = np.array([cfg.prior(i, k) for i, k in zip(self.ids, kinds, strict=True)])
         prior = prior.reshape(-1, 2)
         self.a0, self.b0 = prior[:, 0].copy(), prior[:, 1].copy()
+        self.types = policy.type_codes(self.ids)
         self.rows: dict[Any, int] = {None: 0}  # None is the global scope
         self.st = evidence.fresh((1, n))
         self.pulls = np.zeros((1, n))
@@ -151,6 +152,7 @@ class MemoryLearner:
             moved_from=self.moved_from,
             moved_until=self.moved_until,
             index=float(self.index),
+            types=self.types,
         )
 
     def need_model(self, label: Any, strength: float) -> tuple[np.ndarray, np.ndarray]:

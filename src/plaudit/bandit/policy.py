@@ -19,10 +19,10 @@ A run is drawn in two parts, which keeps every inclusion probability exact and c
 * **exploration**: every other arm is drawn with probability e = max(explore_floor,
   explore_min), at most explore_max. `explore_min` carries the re-exploration that follows a
   detected change (`exploration_minimum`). When everything fits the budget the draws are
-  independent coins, so P(in) = e exactly. When the budget binds, the budget the core left is
-  shared by up to `explore_slots` slots (each big enough for most candidates); each slot picks
-  one arm that fits it with probability q = e / max(1, sum e), so P(in) = 1 - (1 - q)^slots
-  exactly.
+  independent coins, so P(in) = e exactly. When the budget binds, e also carries the search
+  (`discovery`), and the budget the core left is shared by slots, grouped by size class
+  (`_slots`); each slot of a group picks one of the group's arms with a fixed probability q,
+  so P(in) = 1 - prod over groups (1 - q)^slots exactly.
 
 Every arm that can be included therefore has a logged propensity above zero, which is what
 inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
@@ -30,12 +30,14 @@ inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from plaudit.bandit.arms import ARM_TYPES
 from plaudit.bandit.stats import tail_at_least
 
 if TYPE_CHECKING:
@@ -78,6 +80,22 @@ class PolicyInput:
     explore_min: FloatArr | None = None
     #: arms no run in any scope has referenced: nothing but the configured prior speaks for them
     unseen: BoolArr | None = None
+    #: per arm, its type's index in `arms.ARM_TYPES` (tool, skill, file, memory, section), and
+    #: whether any run has tried it: the search weighs an untried arm by how often the tried
+    #: arms of its type were found needed (see `discovery`)
+    types: IntArr | None = None
+    tried: BoolArr | None = None
+
+
+@dataclass(frozen=True)
+class Slots:
+    """`count` exploration slots of at most `tokens` each (binding budget only); each picks
+    arm `idx[j]` with probability `q[j]`, or nothing with probability 1 - sum(q)."""
+
+    idx: IntArr
+    q: FloatArr
+    count: int
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -87,21 +105,26 @@ class Plan:
     core: BoolArr
     explore: FloatArr  # per-arm exploration probability e (0 for core arms)
     binding: bool
-    slot_tokens: int
-    slot_q: FloatArr  # per-arm probability that one slot picks it (binding only)
-    slots: int
-    #: one slot for the arms too big for the others (binding only)
-    big_q: FloatArr | None = None
-    big_slots: int = 0
+    #: the exploration slots when the budget binds: one group per size class, and one for
+    #: what the classes leave of the budget
+    slots: tuple[Slots, ...] = ()
+
+    @property
+    def slot_q(self) -> FloatArr:
+        """Per arm, the probability that one slot of its group picks it (binding only)."""
+        q = np.zeros(self.core.shape[0])
+        for g in self.slots:
+            q[g.idx] = np.maximum(q[g.idx], g.q)
+        return q
 
     @property
     def propensities(self) -> FloatArr:
         """P(arm is included) for every arm: 1 in the core, else its exploration chance."""
         if not self.binding:
             return np.where(self.core, 1.0, self.explore)
-        miss = (1.0 - self.slot_q) ** self.slots
-        if self.big_q is not None and self.big_slots:
-            miss = miss * (1.0 - self.big_q) ** self.big_slots
+        miss = np.ones(self.core.shape[0])
+        for g in self.slots:
+            miss[g.idx] *= (1.0 - g.q) ** g.count
         return np.where(self.core, 1.0, 1.0 - miss)
 
 
@@ -159,7 +182,35 @@ def discovery(inp: PolicyInput) -> FloatArr:
     one."""
     if inp.proof_s is None or inp.proof_f is None:
         return np.zeros(inp.alpha.shape[0])
-    return np.where(inp.proof_s > 0, 0.0, 0.5**inp.proof_f)
+    w = np.where(inp.proof_s > 0, 0.0, 0.5**inp.proof_f)
+    if inp.unseen is None:
+        return w
+    if inp.types is not None and inp.tried is not None:
+        w = np.where(inp.unseen, w * type_weight(inp.types, inp.tried, ~inp.unseen)[inp.types], w)
+    return w
+
+
+def type_weight(types: IntArr, tried: BoolArr, found: BoolArr) -> FloatArr:
+    """Per arm type, how promising an arm of that type that no run has referenced is: the
+    posterior mean, under a uniform prior, of the share of the type's tried arms that some run
+    referenced, relative to the most promising type among the inventory's. An inventory's
+    sections are all needed (a section is referenced whenever it is included), and its dead
+    weight may be mostly of a few types: one found section makes the others worth trying
+    next."""
+    t = np.bincount(types, weights=tried, minlength=len(ARM_TYPES))
+    h = np.bincount(types, weights=found & tried, minlength=len(ARM_TYPES))
+    rate = (h + 1.0) / (t + 2.0)
+    # relative to the best type that still has arms to find, so that the weights order the
+    # search rather than shrink it once a type (the sections) is wholly found
+    open_ = np.bincount(types, weights=~found, minlength=len(ARM_TYPES)) > 0
+    top = float(rate[open_].max()) if open_.any() else 1.0
+    return np.minimum(rate / top, 1.0)
+
+
+def type_codes(ids: Iterable[str]) -> IntArr:
+    """Each arm id's type as its index in `arms.ARM_TYPES`."""
+    code = {t: i for i, t in enumerate(ARM_TYPES)}
+    return np.fromiter((code[i.split(":", 1)[0]] for i in ids), dtype=np.int64)
 
 
 def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
@@ -223,37 +274,66 @@ def plan(inp: PolicyInput) -> Plan:
         e = np.maximum(e, inp.explore_min)
     if binding:
         # arms the posteriors keep but the budget left out go first, then the search
-        e = np.maximum(e, np.where(keep, 1.0, discovery(inp)))
+        e = np.maximum(e, np.where(keep, 1.0, inp.explore_max * discovery(inp)))
     e = np.where(core, 0.0, np.minimum(e, inp.explore_max))
     if not binding:
-        return Plan(core, e, False, 0, np.zeros(n), 0)
+        return Plan(core, e, False)
     remaining = max(inp.budget - int(tokens[core].sum()), 0)
-    # Slots big enough for most candidates (their 80th percentile), at most explore_slots; and
-    # one slot sized for the largest candidate that fits, so that no arm is too big to try.
-    cand = (~core) & (e > 0) & (tokens <= remaining)
-    costs = tokens[cand]
-    big_q = np.zeros(n)
-    big_slots = 0
-    typical = 0
-    if costs.size:
-        at = int(0.8 * (costs.size - 1))
-        typical = int(np.partition(costs, at)[at])
-        largest = int(costs.max())
-        big = cand & (tokens > typical)
-        wb, ws = float(e[big].sum()), float(e[cand & ~big].sum())
-        if wb > 0.0 and remaining >= largest + typical:
-            # as many big slots as give a big arm the same chance per unit of weight as a
-            # small one, within what the budget leaves for the small slots
-            small = remaining / (typical + largest * wb / max(ws, 1e-12))
-            big_slots = max(1, min(int(small * wb / max(ws, 1e-12)), remaining // largest - 1))
-            big_q = np.where(big, e, 0.0) / max(1.0, wb)
-            remaining -= big_slots * largest
-    slot_tokens = min(remaining, max(remaining // max(int(inp.explore_slots), 1), typical))
-    slots = max(1, remaining // slot_tokens) if slot_tokens > 0 else 1
-    fits = cand & (tokens <= slot_tokens)
-    w = np.where(fits, e, 0.0)
-    q = w / max(1.0, float(w.sum()))
-    return Plan(core, e, True, int(slot_tokens), q, slots, big_q, big_slots)
+    return Plan(core, e, True, _slots(e, tokens, (~core) & (e > 0), remaining, inp.explore_slots))
+
+
+def _slots(e: FloatArr, tokens: IntArr, cand: BoolArr, remaining: int, cap: int) -> tuple:
+    """The exploration slots for the budget the core left (`remaining`).
+
+    Candidates are grouped by size class (tokens in [2^k, 2^(k+1))), each class's slots as
+    large as its largest arm, so that a slot wastes at most half its tokens. The budget is
+    shared in proportion to the classes' search weight (equal tokens per unit of weight: a
+    cheap arm is tried as often as its cost allows, not only as often as an expensive one).
+    Class k's share (of the budget less one slot of the largest class) buys c_k = share / size
+    slots: floor(c_k) whole slots (at most `cap`), and what is left buys *lottery* slots (as
+    many as the largest class they may pick fits into, at least one), each of which picks class
+    k with probability proportional to its shortfall, in tokens, from its share of the whole
+    budget, so every class can be drawn. A slot of class k picks its arm i with probability
+    e_i / (sum of e in k): the weights order the search, and the budget sets its size. So
+    P(in) = 1 - prod over groups (1 - q_i)^count, exactly."""
+    cand = cand & (tokens <= remaining)
+    ci = np.flatnonzero(cand).astype(np.int64)
+    if ci.size == 0:
+        return ()
+    cost = tokens[ci]
+    # size classes [2^k, 2^(k+1)); arms cost at most 10,000,000 tokens, so k < 24
+    inv = np.floor(np.log2(np.maximum(cost, 1))).astype(np.int64)
+    w = np.bincount(inv, weights=e[ci], minlength=24)
+    size = np.zeros(w.shape[0], dtype=np.int64)
+    np.maximum.at(size, inv, cost)
+    size = np.maximum(size, 1)
+    total = float(w.sum())
+    if total <= 0.0:
+        return ()
+    # the whole slots share what is left after room for one slot of the largest class, so
+    # that the lottery can always reach every class (the expensive arms are tried too)
+    ideal = remaining * (w / total) / size
+    c = (remaining - int(size[w > 0].max())) * (w / total) / size
+    count = np.minimum(np.floor(c), cap).astype(np.int64)
+    left = int(remaining) - int((count * size).sum())
+    per_arm = e[ci] / np.maximum(w, 1e-300)[inv]
+    groups = []
+    for k in np.flatnonzero(count > 0):
+        sel = inv == k
+        groups.append(Slots(ci[sel], per_arm[sel], int(count[k]), int(size[k])))
+    # each class's shortfall from its ideal share, in tokens
+    fits = (count < cap) & (size <= left)
+    deficit = np.where(fits, np.maximum(c - count, 0.0) * size, 0.0)
+    if float(deficit.sum()) <= 0.0:
+        deficit = np.where(fits, np.maximum(ideal - count, 0.0) * size, 0.0)
+    if float(deficit.sum()) > 0.0:
+        # as many lottery slots as the largest class they may pick fits into what is left
+        lottery = max(1, left // int(size[deficit > 0].max()))
+        pick = deficit / float(deficit.sum())
+        q = pick[inv] * per_arm
+        on = q > 0
+        groups.append(Slots(ci[on], q[on], lottery, left // lottery))
+    return tuple(groups)
 
 
 def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
@@ -262,14 +342,13 @@ def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
     if not p.binding:
         chosen |= rng.random(chosen.shape[0]) < p.explore
         return chosen
-    for q, k in ((p.slot_q, p.slots), (p.big_q, p.big_slots)):
-        total = 0.0 if q is None or k == 0 else float(q.sum())
-        if total <= 0.0:
+    for g in p.slots:
+        if g.count == 0 or g.idx.shape[0] == 0:
             continue
-        # Each slot: an arm with probability q_i, or nothing with probability 1 - sum(q).
-        probs = np.append(q, max(0.0, 1.0 - total))
-        picks = rng.choice(probs.shape[0], size=k, p=probs / probs.sum())
-        chosen[picks[picks < chosen.shape[0]]] = True
+        # Each slot: arm j with probability q_j, or nothing with probability 1 - sum(q) (a
+        # uniform draw past the cumulative sum). One draw per slot, no per-call validation.
+        picks = np.searchsorted(np.cumsum(g.q), rng.random(g.count), side="right")
+        chosen[g.idx[picks[picks < g.idx.shape[0]]]] = True
     return chosen
 
 
@@ -329,6 +408,8 @@ def from_config(
     proof_f: FloatArr | None = None,
     explore_min: FloatArr | None = None,
     unseen: BoolArr | None = None,
+    types: IntArr | None = None,
+    tried: BoolArr | None = None,
 ) -> PolicyInput:
     """The policy input for one run under `cfg` (the miss cost depends on the inventory)."""
     miss = cfg.miss_cost(int(tokens.sum()), budget)
@@ -352,6 +433,8 @@ def from_config(
         proof_level=cfg.proof_level,
         explore_min=explore_min,
         unseen=unseen,
+        types=types if cfg.explore_by_type else None,
+        tried=tried,
     )
 
 
@@ -372,6 +455,7 @@ def for_scope(
     moved_from: FloatArr,
     moved_until: FloatArr,
     index: float,
+    types: IntArr | None = None,
 ) -> PolicyInput:
     """The policy input for a run in one scope (a context, or the global scope).
 
@@ -396,4 +480,6 @@ def for_scope(
             cfg, restarting, moved_from, moved_until, scope["drop_at"], index
         ),
         unseen=None if global_successes is None else global_successes <= 0,
+        types=types,
+        tried=global_pulls > 0,
     )

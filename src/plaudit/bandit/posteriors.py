@@ -63,6 +63,8 @@ class Registry:
     tokens: np.ndarray
     kinds: list[str]
     id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
+    #: each arm's type (`policy.type_codes`)
+    types: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _empty(n: int) -> dict[str, np.ndarray]:
@@ -314,6 +316,7 @@ class PosteriorCache:
             tokens=np.fromiter((arms[i].tokens for i in ids), dtype=np.int64, count=len(ids)),
             kinds=kinds,
             id_array=np.array(ids, dtype=object),
+            types=policy.type_codes(ids),
         )
         self.a0, self.b0 = self.priors(ids, kinds)
         self.protected = np.fromiter(
@@ -432,7 +435,9 @@ class PosteriorCache:
         }
         if arms is None:
             tokens, protected = self.registry.tokens, self.protected
+            types = self.registry.types
         else:
+            types = policy.type_codes(a.id for a in arms)
             cols = _aligned(self, cols, arms, context)
             tokens = np.fromiter((a.tokens for a in arms), dtype=np.int64, count=len(arms))
             protected = np.fromiter(
@@ -454,6 +459,7 @@ class PosteriorCache:
             moved_from=cols["mv_from"],
             moved_until=cols["mv_until"],
             index=float(self.obs_index),
+            types=types,
         )
 
 
