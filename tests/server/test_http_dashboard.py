@@ -85,7 +85,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             before = total.inner_text()
             # depends on how many arms the seeded bandit runs include (their budget binds: an arm
             # no run has referenced yet is searched for, not put in the core by its prior)
-            assert before == "+410"
+            assert before == "+465"
             # Every card has drawn its data (no "no data yet" left on a seeded store).
             page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=10_000)
             page.wait_for_selector("#savings-chart svg path", state="attached", timeout=10_000)
