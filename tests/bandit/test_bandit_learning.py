@@ -91,8 +91,9 @@ def test_the_global_scope_of_a_labelled_run_runs_no_detector() -> None:
     assert not any(alarms) and (float(state["s"]), float(state["f"])) == (50.0, 50.0)
 
 
-def _input(**kw) -> policy.PolicyInput:
-    n = 3
+def _input(n: int = 3, **kw) -> policy.PolicyInput:
+    """A policy input of `n` arms: what `kw` does not set is a hopeless, unprotected arm of
+    500 tokens under a slack budget."""
     base = {
         "alpha": np.full(n, 0.02),
         "beta": np.full(n, 30.0),
@@ -121,12 +122,10 @@ def test_a_binding_budget_searches_untried_arms_first() -> None:
     n = 40
     tokens = np.full(n, 100, dtype=np.int64)
     inp = _input(
+        n,
         alpha=np.full(n, 0.01),
         beta=np.full(n, 50.0),
         tokens=tokens,
-        protected=np.zeros(n, dtype=bool),
-        underexplored=np.zeros(n, dtype=bool),
-        bar=np.full(n, 0.05),
         budget=1000,
         proof_s=np.zeros(n),
         proof_f=np.where(np.arange(n) < 20, 0.0, 6.0),  # arms 0-19 never tried here
@@ -141,11 +140,10 @@ def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
     n = 60
     tokens = np.where(np.arange(n) < 50, rng.integers(50, 200, n), 900).astype(np.int64)
     inp = _input(
+        n,
         alpha=rng.uniform(0.2, 2, n),
         beta=rng.uniform(20, 60, n),
         tokens=tokens,
-        protected=np.zeros(n, dtype=bool),
-        underexplored=np.zeros(n, dtype=bool),
         bar=np.full(n, 0.2),
         budget=3000,
         proof_s=np.zeros(n),
@@ -170,12 +168,11 @@ def test_a_binding_budget_gives_no_core_place_to_an_arm_never_referenced() -> No
     tokens = np.full(n, 100, dtype=np.int64)
     unseen = np.arange(n) >= 2
     inp = _input(
+        n,
         alpha=np.full(n, 1.5),
         beta=np.full(n, 0.5),
         tokens=tokens,
-        protected=np.zeros(n, dtype=bool),
         underexplored=np.ones(n, dtype=bool),
-        bar=np.full(n, 0.05),
         budget=1000,
         proof_s=np.zeros(n),
         proof_f=np.zeros(n),
@@ -206,12 +203,10 @@ def test_size_classes_try_cheap_arms_more_often_and_never_overrun_the_budget() -
     n = 200
     tokens = np.where(np.arange(n) < 100, 100, 1000).astype(np.int64)
     inp = _input(
+        n,
         alpha=np.full(n, 0.01),
         beta=np.full(n, 50.0),
         tokens=tokens,
-        protected=np.zeros(n, dtype=bool),
-        underexplored=np.zeros(n, dtype=bool),
-        bar=np.full(n, 0.05),
         budget=3000,
         explore_slots=16,
         proof_s=np.zeros(n),
@@ -242,12 +237,10 @@ def test_slots_never_overrun_the_budget_and_included_arms_have_propensities(
     n = len(costs)
     tokens = np.array(costs, dtype=np.int64)
     inp = _input(
+        n,
         alpha=rng.uniform(0.01, 3, n),
         beta=rng.uniform(0.5, 50, n),
         tokens=tokens,
-        protected=np.zeros(n, dtype=bool),
-        underexplored=np.zeros(n, dtype=bool),
-        bar=np.full(n, 0.05),
         budget=budget,
         proof_s=rng.integers(0, 2, n).astype(float),
         proof_f=rng.integers(0, 5, n).astype(float),
@@ -273,12 +266,10 @@ def test_the_search_tries_the_rest_of_a_type_whose_tried_arms_were_needed() -> N
     assert w[4] == 1.0 and w[0] < 0.6
     n = types.size
     inp = _input(
+        n,
         alpha=np.full(n, 0.01),
         beta=np.full(n, 50.0),
         tokens=np.full(n, 100, dtype=np.int64),
-        protected=np.zeros(n, dtype=bool),
-        underexplored=np.zeros(n, dtype=bool),
-        bar=np.full(n, 0.05),
         budget=300,
         proof_s=np.zeros(n),
         proof_f=np.zeros(n),

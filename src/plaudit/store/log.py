@@ -595,15 +595,13 @@ class EventLog:
         return True
 
     def _sequence_group(
-        self, tx: Tx, head: HeadState | None, group: list[_Request]
+        self, tx: Tx, head: HeadState, group: list[_Request]
     ) -> tuple[list[tuple[Any, BaseException | None]], HeadState | None]:
         """The group's writes under the lease, and the head they leave (None: unknown)."""
-        assert head is not None
         if head.pending:
-            self._drain(tx)
-            head = None
+            self._drain(tx)  # it moves the head: the group reads it afresh
         self._intake_seen = False
-        outcomes = self._run_group(tx, group, head)
+        outcomes = self._run_group(tx, group, None if head.pending else head)
         if self._intake_seen:
             # Intake arrived while this group held the lease: sequence it in the same
             # commit, so its appenders need not wait for another pass.

@@ -56,20 +56,17 @@ _INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NUL
 #: repeated under the lease (`_known_now`).
 _SNAPSHOT_HEAD = "(SELECT seq FROM plaudit_head WHERE one = 1)"
 _TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
-#: The log's rows holding the ids of text-array parameter `%s`, probed in the id index one id
-#: at a time (columns id, content_digest, seq). `id = ANY(%s)` let the plan that psycopg
-#: prepares after five runs be a scan of the whole log: planned while the log was new and
-#: never analysed, it stayed a scan as the log grew, so every append of a fresh store's first
-#: minute read every event before it (`tests/test_store_plans.py`).
-_HELD = (
-    "unnest(%s::text[]) AS k(id) CROSS JOIN LATERAL (SELECT id, content_digest, seq "
-    "FROM plaudit_events WHERE id = k.id OFFSET 0) e"  # OFFSET 0: a probe per id, never a join
-)
-#: The log's row (content_digest, seq; NULLs when absent) for each row `i` of a FROM list.
-_PROBE_EVENTS = (
-    "LEFT JOIN LATERAL (SELECT content_digest, seq FROM plaudit_events WHERE id = i.id "
-    "OFFSET 0) e ON true"
-)
+#: The log's row `e` (id, content_digest, seq) holding the id of row `i`, probed in the id
+#: index (OFFSET 0: a probe per id, never planned as a join). `id = ANY(...)` or a plain join
+#: let the plan that psycopg prepares at a statement's fifth use be a scan of the whole log:
+#: planned while the log was new and never analysed, it stayed a scan as the log grew, so every
+#: append of a fresh store read every event before it until autovacuum analysed the table
+#: (`tests/test_log_expected_head.py::test_appends_never_scan_the_log`).
+_EVENT_OF_I = "(SELECT id, content_digest, seq FROM plaudit_events WHERE id = i.id OFFSET 0) e"
+#: The log's rows holding the ids of text-array parameter `%s`.
+_HELD = f"unnest(%s::text[]) AS i(id) CROSS JOIN LATERAL {_EVENT_OF_I}"
+#: For each row `i` of a FROM list, the log's row `e` holding its id (NULLs when none does).
+_PROBE_EVENTS = f"LEFT JOIN LATERAL {_EVENT_OF_I} ON true"
 #: Which of the ids in parameter `%s` the log holds, as one array of (id, hex digest, seq),
 #: read in the statement that takes the lease (see `_known`).
 _KNOWN_IDS = (
@@ -122,9 +119,9 @@ _EXPECT_HEAD = (
     f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
     "FOR UPDATE OF h), 0)"
 )
-#: Fails at once (no plan, no table): queued to make a pipeline's implicit transaction roll
-#: back at its Sync instead of committing. Its error is `HeadMoved`'s (division by zero), so a
-#: transaction abandoned for any reason is never taken for a success.
+#: Fails at once (no table): queued after an error of plaudit's own inside a pipeline's
+#: implicit transaction, so that its Sync rolls back instead of committing what was sent. Its
+#: error is expected and dropped; the caller's exception is the one raised.
 _ABORT = "SELECT 1 / 0"
 #: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
 #: dies with its connection.
@@ -299,8 +296,7 @@ class PostgresTx(Tx):
         cur.execute(
             "SELECT i.id, e.content_digest, e.seq, "
             "EXISTS (SELECT 1 FROM plaudit_intake q WHERE q.id = i.id OFFSET 0) "
-            "FROM unnest(%s::text[]) AS i(id) LEFT JOIN LATERAL (SELECT content_digest, seq "
-            "FROM plaudit_events WHERE id = i.id OFFSET 0) e ON true",
+            f"FROM unnest(%s::text[]) AS i(id) {_PROBE_EVENTS}",
             (ids,),
         )
         found: dict[str, tuple[bytes, int]] = {}
