@@ -264,3 +264,45 @@ def test_an_idle_pump_catches_trailing_projections_up(pg_url: str) -> None:
             assert proj.applied == list(range(1, 41))
     finally:
         unregister_projection(proj.name)
+
+
+@pytest.mark.postgres
+def test_a_pump_pass_takes_one_short_chunk_and_never_rereads_the_head(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pump pass commits as soon as a take comes back short of a full chunk (its appenders
+    hear sooner; the next pass takes what arrived meanwhile), and after a chunk it wrote it
+    continues on the head it left, with no read of the head row."""
+    import psycopg
+
+    from plaudit.events import prepare
+    from plaudit.store import log as log_mod
+
+    monkeypatch.setattr(log_mod, "DRAIN_CHUNK", 2)
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    with Plaudit.open(pg_url) as p:
+        p.log.append(event("first"))
+        backend: Any = p.backend
+        ready = [prepare(event(f"i{k}", k)) for k in range(5)]
+        rows = [
+            (e.event.id, TYPE, 1, "s", "t", e.payload_text, e.meta_text, e.content_digest)
+            for e in ready
+        ]
+        with backend.intake() as tx:
+            tx.intake_put([(*row, f"b{k}", True) for k, row in enumerate(rows)])
+        monkeypatch.setattr(psycopg.Cursor, "execute", traced)
+        assert p.log._pump_pass() == 5  # chunks of 2, 2 and 1: full, full, short
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+        takes = [q for q in sent if "DELETE FROM plaudit_intake" in q]
+        head_reads = [q for q in sent if "FROM plaudit_head WHERE one = 1 FOR UPDATE" in q]
+        assert len(takes) == 3, sent  # no fourth take to find the intake empty
+        assert head_reads == [], head_reads
+        assert [e.id for e in p.log.replay()] == ["first"] + [f"i{k}" for k in range(5)]
+        assert [e.seq for e in p.log.replay()] == list(range(1, 7))
+        assert p.log.verify().ok

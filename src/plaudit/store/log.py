@@ -726,7 +726,7 @@ class EventLog:
         b: Any = self.backend
         try:
             with b.try_sequence(take=DRAIN_CHUNK) as got:
-                n = None if got is None else self._drain(got[0], got[1])
+                n = None if got is None else self._drain(got[0], got[1], once=True)
         except BaseException:
             self._undone()
             raise
@@ -926,7 +926,7 @@ class EventLog:
             results.append(AppendResult(id_, hit[1], status))
         return BatchResult(results)
 
-    def _drain(self, tx: Tx, head: HeadState | None = None) -> int:
+    def _drain(self, tx: Tx, head: HeadState | None = None, *, once: bool = False) -> int:
         """Sequence pending intake under the lease, oldest first, in one write per pass.
 
         Conflicts are settled here, in Python, before anything is written: a strict batch
@@ -949,6 +949,7 @@ class EventLog:
             if not rows:
                 break
             total += len(rows)
+            last = once and len(rows) < DRAIN_CHUNK
             known = {k: v[0] for k, v in committed.items()}
             accepted: list[Prepared] = []
             # Batches of one event accepted here: (token, index in `accepted`).
@@ -999,14 +1000,17 @@ class EventLog:
                     published.append((token, None))
             results: list[AppendResult] = []
             if accepted:
-                # The head read under the lease is current for the first chunk only.
-                at = head if head is not None and total == len(rows) else tx.head_for_sequencing()
+                # The head read under the lease is current for the first chunk only; after a
+                # chunk this transaction wrote, the head it left is known without a read.
+                at = head if head is not None and total == len(rows) else tx.current_head()
                 at = at._replace(known=committed)
                 results = self._write(tx, accepted, "skip", at).results
             for token, i in singles:
                 hit = results[i] if i < len(results) else None
                 ok = hit is not None and hit.status == "appended"
                 published.append((token, hit.seq if ok and hit is not None else None))
+            if last:
+                break
         if refused:
             self._quarantine(tx, refused)
         if published and self._relay is not None:
