@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         savings = p.bandit.savings()
         for stats in p.bandit.posteriors("code"):
             print(f"code  {stats.id:32} mean={stats.mean:.2f} pulls={stats.pulls}")
-        pct = savings["token_savings_percent"]
+        pct = savings["prompt_savings_percent"]
         print(f"token savings: {pct:.1f}%" if pct is not None else "token savings: n/a")
     return savings
 

@@ -77,3 +77,50 @@ def test_bad_config_files(tmp_path: Path, text: str, needle: str) -> None:
 def test_missing_config_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "absent.toml")
+
+
+def _documented_schedule_block() -> str:
+    """The `[reconcile]`...`[audit]` example of docs/ledger.md, as written there."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ledger.md").read_text()
+    start = doc.index("```toml\n[reconcile]")
+    return doc[start + len("```toml\n") : doc.index("```", start + 7)]
+
+
+def test_the_documented_config_with_relative_paths_resolves_against_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/ledger.md's example (relative `sources_dir`, backup, report and audit folders)
+    loads, resolves each path against the config file's folder, not the working directory,
+    and every surface that loads it works: the library's `Ledger(p, path)`, the CLI through
+    $PLAUDIT_LEDGER_CONFIG, and `load_config`."""
+    from plaudit import Plaudit
+    from plaudit.cli import main
+    from plaudit.ledger import Ledger
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    cfg_file = conf_dir / "ledger.toml"
+    cfg_file.write_text(_documented_schedule_block())
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    s = load_config(cfg_file).schedule
+    assert s.sources_dir == str(conf_dir / "memory-bank")
+    assert s.backup_dir == str(conf_dir / "backups")
+    assert s.reports_dir == str(conf_dir / "reports")
+    assert s.audit_dir == str(conf_dir / "audits")
+
+    db = str(tmp_path / "store.db")
+    with Plaudit.open(db) as p:
+        ledger = Ledger(p, str(cfg_file))
+        assert ledger.config.schedule.backup_dir == str(conf_dir / "backups")
+        assert ledger.record("successful_validation", "tests pass").points == 30
+    monkeypatch.setenv(ENV_CONFIG, str(cfg_file))
+    for args in (
+        ["ledger", "score"],
+        ["ledger", "record", "-c", "successful_validation", "-a", "again"],
+    ):
+        assert main(["--db", db, *args]) == 0, capsys.readouterr().err
+    assert "internal error" not in capsys.readouterr().err
+    assert not (elsewhere / "backups").exists()

@@ -312,7 +312,9 @@ class Bandit:
                 plan = policy.plan(inp)
                 included = policy.draw(plan, rng)
                 probs = plan.propensities
-        counterfactual = included if is_baseline or fits else policy.baseline(inp, rng)
+        # The full inventory when it fits, else a random-order fill (policy.baseline); a
+        # baseline run is its own counterfactual.
+        counterfactual = included if is_baseline else policy.baseline(inp, rng)
         run_id = uuid7()
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
@@ -668,7 +670,9 @@ class Bandit:
             raise ValidationError("runs", str(exc)) from None
 
     def savings(self, context: str | None = None) -> dict[str, Any]:
-        """token_savings_percent with a 95% CI, duration and error rate, and their history.
+        """The prompt savings against each run's counterfactual (the headline figure every
+        surface shows, `prompt_savings_percent`), the savings measured on baseline runs
+        (`token_savings_percent`), each with a 95% CI, duration and error rate, and history.
 
         Only active-phase runs count; a run's tokens are the observed `usage_tokens` when
         given, otherwise the prompt tokens of the arms it included.

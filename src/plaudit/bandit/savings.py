@@ -87,9 +87,13 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     for i, row in enumerate(rows, 1):
         _seq, ts_ms, is_base, tokens, observed, duration, error = row[:7]
         used_p.append(float(row[7]))
-        counter.append(float(row[8]))
+        fits = int(row[9]) <= int(row[10])
+        # A run whose inventory fits is measured against the full inventory, whatever its
+        # row recorded (runs logged before the counterfactual was fixed recorded the arms
+        # they chose, which made every fitting run's saving 0).
+        counter.append(float(row[9]) if fits else float(row[8]))
         inventory.append(float(row[9]))
-        binding |= int(row[9]) > int(row[10])
+        binding |= not fits
         b = bool(is_base)
         (base_tok if b else sel_tok).append(float(tokens))
         sums[b] += float(tokens)

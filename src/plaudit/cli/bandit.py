@@ -245,22 +245,25 @@ def posteriors(db: str | None, context: str | None, level: float, as_json: bool)
 @click.option("--context", default=None)
 @json_option
 def savings(db: str | None, context: str | None, as_json: bool) -> None:
-    """Token savings of selected runs against baseline runs, with a 95% interval."""
+    """Token savings of selected runs against their counterfactual, with a 95% interval."""
     with open_store(db) as p:
         s = p.bandit.savings(context)
     if as_json:
         echo_json(s)
         return
     ci = (
-        f" (95% CI {_fmt(s['ci_low'], '.1f')}% .. {_fmt(s['ci_high'], '.1f')}%)"
-        if s["ci_low"] is not None
+        f" (95% CI {_fmt(s['prompt_ci_low'], '.1f')}% .. {_fmt(s['prompt_ci_high'], '.1f')}%)"
+        if s["prompt_ci_low"] is not None
         else ""
     )
-    click.echo(f"token savings: {_fmt(s['token_savings_percent'], '.1f')}%{ci}")
     click.echo(
-        f"net of baseline runs: {_fmt(s['net_savings_percent'], '.1f')}%; prompt savings "
-        f"against {s['counterfactual']}: {_fmt(s['prompt_savings_percent'], '.1f')}% (95% CI "
-        f"{_fmt(s['prompt_ci_low'], '.1f')}% .. {_fmt(s['prompt_ci_high'], '.1f')}%)"
+        f"token savings: {_fmt(s['prompt_savings_percent'], '.1f')}%{ci} against "
+        f"{s['counterfactual']}"
+    )
+    click.echo(
+        f"measured on baseline runs: {_fmt(s['token_savings_percent'], '.1f')}% (95% CI "
+        f"{_fmt(s['ci_low'], '.1f')}% .. {_fmt(s['ci_high'], '.1f')}%); net of baseline runs: "
+        f"{_fmt(s['net_savings_percent'], '.1f')}%"
     )
     click.echo(
         f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected; avg tokens "

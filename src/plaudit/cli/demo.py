@@ -49,8 +49,8 @@ def demo(directory: str, runs: int, seed: int, as_json: bool) -> None:
         echo_json(report)
         return
     s = report.savings
-    savings = s.get("token_savings_percent")
-    ci = (s.get("ci_low"), s.get("ci_high"))
+    savings = s.get("prompt_savings_percent")
+    ci = (s.get("prompt_ci_low"), s.get("prompt_ci_high"))
     audit = report.audit
     passed = bool(audit.get("pass"))
     failing = [name for name, g in audit.get("gates", {}).items() if not g.get("pass")]
@@ -59,7 +59,7 @@ def demo(directory: str, runs: int, seed: int, as_json: bool) -> None:
         f"{report.events} events in {report.db}",
         "",
         "context bandit",
-        f"  token savings vs baseline runs  {_pct(savings)}"
+        f"  token savings vs full prompt    {_pct(savings)}"
         + (f"  (95% CI {_pct(ci[0])} .. {_pct(ci[1])})" if ci[0] is not None else ""),
         f"  savings vs full prompt, last 500 runs  {_pct(report.savings_last_500)}",
         f"  needed-arm recall, last 500 runs       {report.recall_last_500:.3f}"

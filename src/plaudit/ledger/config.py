@@ -280,14 +280,14 @@ def _build(data: dict[str, Any], origin: str, base: Path | None = None) -> Ledge
                 points=points,
             )
         )
-    base = data.get("base_autonomy", 100.0)
+    autonomy = data.get("base_autonomy", 100.0)
     every = data.get("checkpoint_every", 250)
-    if not isinstance(base, int | float) or not 0 <= base <= 100:
+    if not isinstance(autonomy, int | float) or not 0 <= autonomy <= 100:
         raise bad("base_autonomy", "must be a number from 0 to 100")
     if type(every) is not int or every < 1:
         raise bad("checkpoint_every", "must be a positive integer")
     schedule = _schedule(data, base, bad)
-    return LedgerConfig(categories, sources, rules, float(base), every, origin, schedule)
+    return LedgerConfig(categories, sources, rules, float(autonomy), every, origin, schedule)
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> LedgerConfig:

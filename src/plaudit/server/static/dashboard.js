@@ -252,10 +252,12 @@
     lastData.savings = s;
     const chart = $("savings-chart");
     const history = s && Array.isArray(s.history) ? s.history : [];
-    const pct = s ? num(s.token_savings_percent) : null;
+    // The headline is the paired saving against each run's counterfactual (the full
+    // inventory when it fits the budget), the figure `plaudit savings` prints first.
+    const pct = s ? num(s.prompt_savings_percent) : null;
     $("savings-percent").textContent = pct === null ? "—" : `${plain(pct)}% saved`;
-    const lo = s ? num(s.ci_low) : null;
-    const hi = s ? num(s.ci_high) : null;
+    const lo = s ? num(s.prompt_ci_low) : null;
+    const hi = s ? num(s.prompt_ci_high) : null;
     const runs = s ? `${plain(s.selected_runs ?? 0, 0)} selected vs ${plain(s.baseline_runs ?? 0, 0)} baseline runs` : "";
     $("savings-ci").textContent =
       (lo !== null && hi !== null ? `95% CI ${plain(lo)}% to ${plain(hi)}% · ` : "") + runs;
