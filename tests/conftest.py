@@ -7,6 +7,7 @@ reason, when no server answers; with CI=true an unreachable server is a failure.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -15,6 +16,12 @@ import pytest
 from plaudit import Plaudit
 
 PG_DSN = os.environ.get("PLAUDIT_TEST_PG", "postgresql://127.0.0.1:5432/test")
+
+# Keys and verifier state live in the user's config and state directories: the suite's go to
+# a directory of its own (inherited by every process it starts), never the user's.
+_TRUST_HOME = tempfile.mkdtemp(prefix="plaudit-tests-home-")
+os.environ["XDG_CONFIG_HOME"] = os.path.join(_TRUST_HOME, "config")
+os.environ["XDG_STATE_HOME"] = os.path.join(_TRUST_HOME, "state")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 _pg_state: dict[str, object] = {}

@@ -187,7 +187,7 @@ def test_http_checkpoint_proof_and_consistency(keyed: str) -> None:
         assert c.get("/v1/log/checkpoint").status_code == 404
         assert c.get("/v1/log/proof/e3").status_code == 404  # nothing signed yet: GET never signs
         signed = c.post("/v1/log/checkpoint")
-        assert signed.status_code == 200 and signed.text.startswith("plaudit-checkpoint v1\n")
+        assert signed.status_code == 200 and signed.text.startswith("plaudit/")
         assert c.get("/v1/log/checkpoint").text == signed.text
         proof = c.get("/v1/log/proof/e3")
         assert proof.status_code == 200 and check_proof(proof.content).ok
@@ -197,16 +197,27 @@ def test_http_checkpoint_proof_and_consistency(keyed: str) -> None:
         assert c.get("/v1/log/verify", params={"full": "true"}).json()["ok"] is True
 
 
-def test_without_a_key_postgres_goes_without_automatic_checkpoints(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_postgres_keys_live_in_the_config_directory_too(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With no key configured, a PostgreSQL store's first checkpoint makes its key in the
+    user's config directory, as a SQLite store's does; hosts that share the database share
+    it through $PLAUDIT_SIGNING_KEY."""
+    from plaudit.store.trust_paths import default_key_path
+
     monkeypatch.delenv(KEY_ENV, raising=False)
     with Plaudit.open(pg_url, checkpoint_every=1) as p:
-        p.log.append_batch([ev(i) for i in range(1, 5)])  # appends still work
-        assert p.log.latest_checkpoint() is None
+        p.log.append_batch([ev(i) for i in range(1, 5)])
+        ck = p.log.latest_checkpoint()
+        assert ck is not None and ck.log == p.log.key_info().fingerprint
+        assert default_key_path(p.backend).exists()
         assert p.log.verify().ok
-    assert main(["log", "checkpoint", "--db", pg_url]) == 2
-    assert KEY_ENV in capsys.readouterr().err
+
+
+def key_file(p: Plaudit) -> Path:
+    from plaudit.store.trust_paths import default_key_path
+
+    return default_key_path(p.backend)
 
 
 def test_the_key_is_loaded_ahead_of_the_first_checkpoint(
@@ -219,7 +230,7 @@ def test_the_key_is_loaded_ahead_of_the_first_checkpoint(
     with Plaudit.open(db, checkpoint_every=100, checkpoint_seconds=0) as p:
         ck = p.log.checkpointer
         p.log.append_batch([ev(i) for i in range(1, 85)])
-        assert ck._key is None and not Path(db + ".key").exists()
+        assert ck._key is None and not key_file(p).exists()
         p.log.append(ev(95))  # size 85: not yet within a tenth of 100
         assert ck._key is None
         p.log.append_batch([ev(i) for i in range(85, 95)])  # size 95
@@ -227,7 +238,7 @@ def test_the_key_is_loaded_ahead_of_the_first_checkpoint(
         deadline = time.monotonic() + 10
         while ck._key is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert ck._key is not None and Path(db + ".key").exists()
+        assert ck._key is not None and key_file(p).exists()
         assert p.log.latest_checkpoint() is None  # loaded, not signed
         p.log.append_batch([ev(i) for i in range(97, 101)])
         assert p.log.latest_checkpoint() is not None
@@ -241,22 +252,11 @@ def test_prepare_loads_the_key_unless_checkpoints_are_off(
     off = str(tmp_path / "off.db")
     with Plaudit.open(off, checkpoint_every=0, checkpoint_seconds=0) as p:
         p.log.checkpointer.prepare()
-        assert p.log.checkpointer._key is None and not Path(off + ".key").exists()
+        assert p.log.checkpointer._key is None and not key_file(p).exists()
     on = str(tmp_path / "on.db")
     with Plaudit.open(on) as p:
         p.log.checkpointer.prepare()
-        assert p.log.checkpointer._key is not None and Path(on + ".key").exists()
-
-
-def test_prepare_without_a_postgres_key_turns_checkpoints_off_quietly(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(KEY_ENV, raising=False)
-    with Plaudit.open(pg_url) as p:
-        p.log.checkpointer.prepare()
-        assert p.log.checkpointer._no_key is not None
-        p.log.append(ev(1))
-        assert p.log.latest_checkpoint() is None
+        assert p.log.checkpointer._key is not None and key_file(p).exists()
 
 
 def test_a_missing_key_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -19,13 +20,7 @@ from plaudit.errors import ConfigError, IntegrityError, ValidationError
 from plaudit.events import make_event, prepare
 from plaudit.store.chain import GENESIS
 from plaudit.store.checkpoints import parse_checkpoint, sign_checkpoint
-from plaudit.store.keys import (
-    ENV_SIGNING_KEY,
-    fingerprint,
-    key_path_for,
-    load_or_create_key,
-    load_public_key,
-)
+from plaudit.store.keys import ENV_SIGNING_KEY, create_key_file, load_public_key
 from plaudit.store.merkle import CompactRange, leaf_hashes
 from plaudit.store.proofs import (
     BundleEvent,
@@ -48,7 +43,7 @@ PLAUDIT = str(Path(sys.executable).with_name("plaudit"))
 
 @pytest.fixture
 def key(tmp_path):
-    return load_or_create_key(str(tmp_path / "log.db"), {})
+    return create_key_file(tmp_path / "log.key")
 
 
 def chained(n: int):
@@ -95,57 +90,77 @@ def bundle_for(i: int, events, chains, key, size: int | None = None) -> bytes:
 # ---- keys -------------------------------------------------------------------------------------
 
 
-def test_key_is_created_once_private_and_reused(tmp_path):
+def _key_file(db: str) -> Path:
+    from plaudit import Plaudit
+    from plaudit.store.trust_paths import default_key_path
+
+    with Plaudit.open(db) as p:
+        return default_key_path(p.backend)
+
+
+def test_key_is_made_once_private_outside_the_database_folder_and_reused(tmp_path):
+    from plaudit import Plaudit
+
     db = str(tmp_path / "log.db")
-    k1 = load_or_create_key(db, {})
-    path = key_path_for(db)
+    with Plaudit.open(db) as p:
+        p.log.append(make_event("test.proof.v1", {}))
+        k1 = p.log.checkpoint() and p.log.key_info()
+    path = _key_file(db)
     assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert tmp_path not in path.parents  # not beside the database
     before = path.read_bytes()
-    k2 = load_or_create_key(db, {})
-    assert k2.fingerprint == k1.fingerprint == fingerprint(k1.public_key)
+    with Plaudit.open(db) as p:
+        assert p.log.key_info().fingerprint == k1.fingerprint
     assert path.read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["log.db.key"]  # no temp files left
+    assert [x.name for x in path.parent.iterdir() if x.name.startswith(".")] == []  # no temp
 
 
-def test_key_from_env_as_path_or_pem(tmp_path, key):
-    pem = key_path_for(str(tmp_path / "log.db")).read_text()
-    by_pem = load_or_create_key(None, {ENV_SIGNING_KEY: pem})
-    by_path = load_or_create_key(None, {ENV_SIGNING_KEY: str(tmp_path / "log.db.key")})
-    assert by_pem.fingerprint == by_path.fingerprint == key.fingerprint
-    # the environment wins over the file beside the store, which is then not created
-    other = load_or_create_key(str(tmp_path / "other.db"), {ENV_SIGNING_KEY: pem})
-    assert other.fingerprint == key.fingerprint
-    assert not (tmp_path / "other.db.key").exists()
+def test_key_from_env_as_path_or_pem(tmp_path, key, monkeypatch):
+    from plaudit import Plaudit
+
+    pem = (tmp_path / "log.key").read_text()
+    for spec in (pem, str(tmp_path / "log.key")):
+        monkeypatch.setenv(ENV_SIGNING_KEY, spec)
+        db = str(tmp_path / f"s{len(spec)}.db")
+        with Plaudit.open(db) as p:
+            p.log.append(make_event("test.proof.v1", {}))
+            assert p.log.checkpoint().log == key.fingerprint
+        monkeypatch.delenv(ENV_SIGNING_KEY)
+        assert not _key_file(db).exists()  # the environment wins: no file of the store's own
 
 
-def test_key_errors_name_the_path(tmp_path):
-    with pytest.raises(ConfigError, match=ENV_SIGNING_KEY):
-        load_or_create_key(None, {})
+def test_key_errors_name_the_path(tmp_path, monkeypatch):
+    from plaudit import Plaudit
+
     missing = tmp_path / "nope.pem"
-    with pytest.raises(ConfigError, match=str(missing)):
-        load_or_create_key(None, {ENV_SIGNING_KEY: str(missing)})
-    bad = tmp_path / "log.db.key"
+    monkeypatch.setenv(ENV_SIGNING_KEY, str(missing))
+    with Plaudit.open(tmp_path / "a.db") as p, pytest.raises(ConfigError, match=str(missing)):
+        p.log.key_info()
+    monkeypatch.delenv(ENV_SIGNING_KEY)
+    db = str(tmp_path / "log.db")
+    bad = _key_file(db)
+    bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_text("garbage")
-    with pytest.raises(ConfigError, match=str(bad)):
-        load_or_create_key(str(tmp_path / "log.db"), {})
+    with Plaudit.open(db) as p, pytest.raises(ConfigError, match=re.escape(str(bad))):
+        p.log.key_info()
     assert bad.read_text() == "garbage"  # never replaced
-    with pytest.raises(ConfigError, match="cannot create"):
-        load_or_create_key(str(tmp_path / "no-such-dir" / "log.db"), {})
 
 
-def test_racing_processes_create_one_key(tmp_path):
-    code = (
-        "import sys; from plaudit.store.keys import load_or_create_key as f; "
-        "print(f(sys.argv[1], {}).fingerprint)"
-    )
+RACE = (
+    "import sys; from plaudit import Plaudit\n"
+    "with Plaudit.open(sys.argv[1]) as p: print(p.log.key_info().fingerprint)"
+)
+
+
+def test_racing_processes_make_one_key(tmp_path):
     db = str(tmp_path / "log.db")
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, db], stdout=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", RACE, db], stdout=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
     prints = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert len(prints) == 1
-    assert prints == {load_or_create_key(db, {}).fingerprint}
 
 
 def test_public_key_files(tmp_path, key):
@@ -153,7 +168,7 @@ def test_public_key_files(tmp_path, key):
     (tmp_path / "pub.hex").write_text(key.public_key.hex() + "\n")
     assert load_public_key(tmp_path / "pub.pem") == key.public_key
     assert load_public_key(tmp_path / "pub.hex") == key.public_key
-    assert load_public_key(key_path_for(str(tmp_path / "log.db"))) == key.public_key
+    assert load_public_key(tmp_path / "log.key") == key.public_key  # a private key file too
     (tmp_path / "bad").write_text("zz")
     with pytest.raises(ValidationError, match="bad"):
         load_public_key(tmp_path / "bad")
@@ -167,28 +182,52 @@ def test_public_key_files(tmp_path, key):
 def test_checkpoint_round_trip_and_signature(key, tmp_path):
     ck = sign_checkpoint(key, 42, bytes(range(32)), 1_700_000_000_000)
     text = ck.to_text()
-    assert text.splitlines()[:3] == ["plaudit-checkpoint v1", f"log {key.fingerprint}", "size 42"]
+    origin = f"plaudit/{key.fingerprint}"
+    assert text.splitlines()[:4] == [
+        origin,
+        "42",
+        "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=",
+        "plaudit-time-ms 1700000000000",
+    ]
+    assert text.splitlines()[5].startswith(f"\u2014 {origin} ")
     back = parse_checkpoint(text)
     assert back == ck
     back.verify(key.public_key)
-    other = load_or_create_key(str(tmp_path / "other.db"), {})
+    other = create_key_file(tmp_path / "other.key")
     with pytest.raises(IntegrityError, match="names log"):
         back.verify(other.public_key)
-    forged = text.replace("size 42", "size 43")
+    forged = text.replace("\n42\n", "\n43\n")
     with pytest.raises(IntegrityError, match="signature"):
         parse_checkpoint(forged).verify(key.public_key)
+
+
+def test_checkpoints_of_the_older_format_still_read_and_verify(key):
+    """Stores and witnesses keep `plaudit-checkpoint v1` notes written before C2SP."""
+    from plaudit.store.checkpoints import Checkpoint, _v1_message
+
+    root = bytes(range(32))
+    signature = key.sign(_v1_message(key.fingerprint, 42, root, 7))
+    old = Checkpoint(key.fingerprint, 42, root, 7, signature)
+    text = old.to_text()
+    assert text.startswith("plaudit-checkpoint v1\nlog ")
+    back = parse_checkpoint(text)
+    assert back == old
+    back.verify(key.public_key)
+    with pytest.raises(IntegrityError, match="signature"):
+        parse_checkpoint(text.replace("size 42", "size 43")).verify(key.public_key)
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda t: t.replace("size 42", "size 042"), "line 3"),
-        (lambda t: t.replace("root ", "root  "), "line 4"),
+        (lambda t: t.replace("\n42\n", "\n042\n"), "line 2"),
+        (lambda t: t.replace("\nAAAA", "\n AAAA"), "line 3"),
         (lambda t: t[:-1], "newline"),
-        (lambda t: t[:40], "truncated"),
+        (lambda t: t[:40], "blank line"),
         (lambda t: t.upper(), "line 1"),
-        (lambda t: t + "extra\n", "should end"),
-        (lambda t: "", "empty"),
+        (lambda t: t + "extra\n", "signature line"),
+        (lambda t: t.replace("plaudit-time-ms", "plaudit-time"), "line 4"),
+        (lambda t: "", "blank line"),
     ],
 )
 def test_malformed_checkpoints_say_which_line(key, edit, message):
@@ -221,7 +260,7 @@ def _tamper(data: bytes, path: tuple, value) -> bytes:
 def test_tampered_bundles_say_what_failed(key, tmp_path):
     events, chains = chained(9)
     good = bundle_for(4, events, chains, key)
-    other = load_or_create_key(str(tmp_path / "other.db"), {})
+    other = create_key_file(tmp_path / "other.key")
     flip = lambda h: ("0" if h[0] != "0" else "1") + h[1:]  # noqa: E731
     cases = [
         (("event", "payload_json"), lambda s: s.replace("4", "5"), "leaf"),
@@ -231,7 +270,7 @@ def test_tampered_bundles_say_what_failed(key, tmp_path):
         (("audit_path",), lambda p: [flip(p[0]), *p[1:]], "root"),
         (("audit_path",), lambda p: p[:-1], "path"),
         (("event", "seq"), 99, "path"),
-        (("checkpoint",), lambda c: c.replace("size 9", "size 8"), "signature"),
+        (("checkpoint",), lambda c: c.replace("\n9\n", "\n8\n"), "signature"),
         (("public_key",), other.public_key.hex(), "key"),
         (("format",), "plaudit-proof v9", "format"),
         (("audit_path",), lambda p: [p[0].upper(), *p[1:]], "path"),

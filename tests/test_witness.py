@@ -14,7 +14,7 @@ import pytest
 
 from plaudit.errors import ConfigError, IntegrityError
 from plaudit.store.checkpoints import parse_checkpoint, sign_checkpoint
-from plaudit.store.keys import load_or_create_key
+from plaudit.store.keys import create_key_file
 from plaudit.store.witness import (
     ENV_WITNESS,
     checkpoint_name,
@@ -27,7 +27,7 @@ from plaudit.store.witness import (
 
 @pytest.fixture
 def key(tmp_path):
-    return load_or_create_key(str(tmp_path / "log.db"), {})
+    return create_key_file(tmp_path / "log.key")
 
 
 def ck(key, size, root=None, t=1):
@@ -80,7 +80,7 @@ def test_garbage_is_skipped_with_a_warning(tmp_path, key):
 def test_other_logs_and_missing_dirs(tmp_path, key):
     w = tmp_path / "w"
     w.mkdir()
-    other = load_or_create_key(str(tmp_path / "other.db"), {})
+    other = create_key_file(tmp_path / "other.key")
     write_witness(w, ck(other, 3))
     got = newest_checkpoint(w, key.fingerprint)
     assert got.checkpoint is None and got.other_logs == [other.fingerprint[:16]]
@@ -99,9 +99,10 @@ def test_witness_dirs_from_options_and_env(tmp_path):
 _WRITER = """
 import sys, time
 from plaudit.store.checkpoints import parse_checkpoint, sign_checkpoint
-from plaudit.store.keys import load_or_create_key
+from plaudit.store.keys import create_key_file
 from plaudit.store.witness import write_witness
-key = load_or_create_key(sys.argv[1], {})
+from pathlib import Path
+key = create_key_file(Path(sys.argv[1]).with_name("log.key"))
 start = int(sys.argv[3])
 for size in range(start, start + 100000):
     write_witness(sys.argv[2], sign_checkpoint(key, size, size.to_bytes(32, "big"), size))

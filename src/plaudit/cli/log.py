@@ -172,22 +172,34 @@ def verify(
         witnesses = [w for w in report.witnesses if w.get("size") is not None]
         seen = f", consistent with {len(witnesses)} witness(es)" if witnesses else ""
         click.echo(f"OK: {scope}{extra}{seen} (head {report.head})")
+        click.echo(f"signatures {report.signatures}")
     else:
         click.echo(f"FAILED at position {report.first_bad}: {report.reason}")
+    if not as_json:
+        for w in report.warnings:
+            click.echo(f"warning: {w}", err=True)
     if not report.ok:
         raise click.exceptions.Exit(1)
 
 
 @log.command()
 @db_option
+@click.option(
+    "--new",
+    "new",
+    is_flag=True,
+    help="Replace the key: a rotation signed by the old key, recorded in the log and witnessed.",
+)
 @json_option
-def key(db: str | None, as_json: bool) -> None:
-    """Print the public key that signs this log's checkpoints, and its fingerprint."""
+def key(db: str | None, new: bool, as_json: bool) -> None:
+    """Print the key that signs this log's checkpoints: its C2SP verifier key string (what
+    `check-proof --key` and standard checkpoint verifiers take), fingerprint and PEM."""
     with open_store(db) as p:
-        info = p.log.key_info()
+        info = p.log.rotate_key() if new else p.log.key_info()
     if as_json:
         echo_json(info)
     else:
+        click.echo(f"verifier_key {info.verifier_key}")
         click.echo(f"fingerprint {info.fingerprint}\npublic_key {info.public_key}")
         click.echo(info.public_pem.rstrip("\n"))
 
@@ -378,10 +390,15 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
 
 @log.command("check-proof")
 @click.argument("file", metavar="FILE")
-@click.option("--key", "key", metavar="PUBKEY", help="Trusted public key file (PEM or hex).")
+@click.option(
+    "--key",
+    "key",
+    metavar="KEYFILE",
+    help="Trusted key: `plaudit log key`'s output saved to a file, or a PEM or hex key.",
+)
 @json_option
 def check_proof(file: str, key: str | None, as_json: bool) -> None:
-    """Check a proof bundle from `plaudit log prove`, without any store.
+    """Check a bundle from `plaudit log prove` or `plaudit log consistency`, without any store.
 
     Exits 0 when the event is in the signed log, 1 otherwise, saying what failed: the leaf,
     the path, the root or the signature. Without --key the bundle's own key is used; pin the

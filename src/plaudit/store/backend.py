@@ -292,6 +292,11 @@ class Backend(ABC):
     def in_write(self) -> bool:
         """True while this thread is inside a write transaction of this backend."""
 
+    @abstractmethod
+    def identity(self) -> tuple[str, str]:
+        """(a readable label, what names this store uniquely): its key and verifier-state
+        files are named after it (`plaudit.store.trust_paths`)."""
+
     def file(self) -> str | None:
         """The database file, for a process of its own to read (None: there is none)."""
         return None

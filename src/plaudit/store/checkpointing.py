@@ -91,25 +91,48 @@ class Checkpointer:
         self._key_lock = threading.Lock()
 
     # -- the key --------------------------------------------------------------------------
-    @property
-    def store_path(self) -> str | None:
-        return None if self.backend.dialect == "postgres" else self.backend.url
-
-    def key(self) -> LogKey:
-        """The signing key, created next to a SQLite store on first use."""
-        from plaudit.store.keys import load_or_create_key
-
+    def key(self, *, may_create: bool = False) -> LogKey:
+        """The signing key. Made (in the user's config directory) only when `may_create`:
+        the log has no checkpoint yet. A key missing where checkpoints exist is an error that
+        says where it was looked for and how to restore it, never a silent new identity."""
         if self._key is None:
             with self._key_lock:  # `prepare` may be loading it on another thread
                 if self._key is None:
-                    self._key = load_or_create_key(
-                        self.store_path, self._env, configured=self._configured
-                    )
+                    self._key = self.existing_key() or self._new_key(may_create)
         return self._key
 
+    def key_in(self, tx: Tx) -> LogKey:
+        """The signing key, which may be made if the log `tx` sees has no checkpoint yet."""
+        if self._key is not None:
+            return self._key
+        none_yet = tx.fetchone("SELECT 1 FROM plaudit_checkpoints LIMIT 1") is None
+        return self.key(may_create=none_yet)
+
+    def configured(self) -> bool:
+        """Whether the key comes from `signing_key=` or `$PLAUDIT_SIGNING_KEY`."""
+        from plaudit.store.keys import ENV_SIGNING_KEY
+
+        return bool(self._configured or self._env.get(ENV_SIGNING_KEY))
+
+    def use_key(self, key: LogKey) -> None:
+        """Sign with `key` from now on (after a rotation)."""
+        with self._key_lock:
+            self._key = key
+
+    def current_key(self) -> LogKey:
+        """The signing key, made if the log has no checkpoint yet (see `key`)."""
+        if self._key is not None:
+            return self._key
+        with self.backend.read() as tx:
+            return self.key_in(tx)
+
     def existing_key(self) -> LogKey | None:
-        """The signing key if one exists already: verify reads, it never creates one."""
-        from plaudit.store.keys import ENV_SIGNING_KEY, key_path_for, load_signing_key
+        """The signing key if one exists: the configured one (`signing_key=`, else
+        `$PLAUDIT_SIGNING_KEY`), else this store's file in the config directory, else a key
+        beside a SQLite database (where plaudit kept it before). Verify reads; it never makes
+        one."""
+        from plaudit.store.keys import ENV_SIGNING_KEY, load_signing_key
+        from plaudit.store.trust_paths import default_key_path, legacy_key_path
 
         if self._key is not None:
             return self._key
@@ -117,12 +140,45 @@ class Checkpointer:
         if spec:
             self._key = load_signing_key(spec)
             return self._key
-        path = self.store_path
-        if path is None or path in ("", ":memory:"):
-            return None
-        if key_path_for(path).exists():
-            self._key = load_signing_key(str(key_path_for(path)))
+        if self.backend.file() is None and self.backend.dialect == "sqlite":
+            return None  # an in-memory store: its key lives and dies with it
+        for path in (default_key_path(self.backend), legacy_key_path(self.backend)):
+            if path is not None and (path.exists() or path.is_symlink()):
+                self._key = load_signing_key(str(path))
+                break
         return self._key
+
+    def key_locations(self) -> list[str]:
+        """Where `existing_key` looks, in order, for messages."""
+        from plaudit.store.keys import ENV_SIGNING_KEY
+        from plaudit.store.trust_paths import default_key_path, legacy_key_path
+
+        looked = [f"${ENV_SIGNING_KEY} (unset)", str(default_key_path(self.backend))]
+        legacy = legacy_key_path(self.backend)
+        return [*looked, *([str(legacy)] if legacy is not None else [])]
+
+    def _new_key(self, may_create: bool) -> LogKey:
+        from plaudit.store.keys import create_key_file
+        from plaudit.store.trust_paths import default_key_path
+
+        if self.backend.file() is None and self.backend.dialect == "sqlite":
+            from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+            from plaudit.store.keys import LogKey
+
+            return LogKey(Ed25519PrivateKey.generate(), "in memory")
+        path = default_key_path(self.backend)
+        if not may_create:
+            raise ConfigError(
+                f"the signing key of {self.backend.describe()} is missing (looked in "
+                f"{', '.join(self.key_locations())}), and its log already has signed "
+                f"checkpoints, which a new key could not continue: restore the key file to "
+                f"{path} (from a backup) or point $PLAUDIT_SIGNING_KEY at it"
+            )
+        from plaudit.store.perms import make_dirs
+
+        make_dirs(path.parent)
+        return create_key_file(path)
 
     def prepare(self) -> None:
         """Load (or create) the signing key now, if automatic checkpoints are on.
@@ -135,7 +191,7 @@ class Checkpointer:
         if (not self.every and not self.seconds) or self._key is not None or self._no_key:
             return
         try:
-            key = self.key()
+            key = self.current_key()
             # The first signature loads the rest of the signing path (the checkpoint module,
             # OpenSSL's Ed25519 code): pay for that here too, on a throw-away message.
             from plaudit.store.checkpoints import sign_checkpoint
@@ -180,13 +236,45 @@ class Checkpointer:
         if self._no_key is not None:
             return None
         try:
-            key = self.key()
+            key = self.key(may_create=head.checkpoint_size == 0)
         except ConfigError as exc:
             self._no_key = str(exc)
             _log.warning("automatic checkpoints are off for %s: %s", self.backend.url, exc)
             return None
+        key = self._still_current(tx, key)
+        if key is None:
+            return None
         self.sign(tx, key, size, root, now_ms)
         return size, now_ms
+
+    def _still_current(self, tx: Tx, key: LogKey) -> LogKey | None:
+        """`key`, or the log's newer key when another process rotated it meanwhile (read
+        afresh); None (with a warning) when this process cannot find the key in force."""
+        from plaudit.store.checkpoints import parse_checkpoint
+
+        row = tx.fetchone("SELECT note FROM plaudit_checkpoints ORDER BY size DESC LIMIT 1")
+        if row is None:
+            return key
+        try:
+            newest = parse_checkpoint(row[0]).log
+        except PlauditError:
+            return key  # verify reports a malformed row
+        if newest == key.fingerprint:
+            return key
+        with self._key_lock:
+            self._key = None
+        fresh = self.existing_key()
+        if fresh is not None and fresh.fingerprint == newest:
+            return fresh
+        _log.warning(
+            "not signing a checkpoint of %s: the log's key is now %s..., which this process "
+            "cannot find (was it rotated elsewhere?)",
+            self.backend.url,
+            newest[:16],
+        )
+        with self._key_lock:
+            self._key = key
+        return None
 
     def sign(self, tx: Tx, key: LogKey, size: int, root: bytes, now_ms: int) -> Checkpoint:
         """Store a checkpoint of the tree of `size` leaves in this transaction; it reaches the
@@ -227,37 +315,34 @@ class Checkpointer:
             return []
         if not flushed:
             self.backend.make_durable()
+        return [msg for ck in pending for msg in self.publish(ck)]
+
+    def publish(self, ck: Checkpoint, *, strict: bool = False) -> list[str]:
+        """Copy a committed checkpoint to every witness (a copy already there is left as it
+        is); returns the problems, logged. `strict` (an explicit `plaudit log checkpoint`):
+        the first problem raises instead, as a `ConfigError` naming the directory."""
         from plaudit.store.witness import write_witness
 
         problems: list[str] = []
-        for ck in pending:
-            for d in self.witnesses:
-                try:
-                    write_witness(d, ck)
-                except (PlauditError, OSError) as exc:
-                    msg = f"witness {d}: checkpoint of size {ck.size} not written: {exc}"
-                    _log.warning(msg)
-                    problems.append(msg)
+        for d in self.witnesses:
+            try:
+                write_witness(d, ck)
+            except (PlauditError, OSError) as exc:
+                if strict:
+                    raise
+                msg = f"witness {d}: checkpoint of size {ck.size} not written: {exc}"
+                _log.warning(msg)
+                problems.append(msg)
         return problems
 
-
-def stored_checkpoints(tx: Tx, *, after: int = 0, upto: int | None = None) -> list[Checkpoint]:
-    """Checkpoints stored in the database with after < size <= upto, oldest first; a row whose
-    note does not parse is reported by verify, not here."""
-    from plaudit.store.checkpoints import parse_checkpoint
-
-    sql = "SELECT note FROM plaudit_checkpoints WHERE size > ?"
-    params: list[Any] = [after]
-    if upto is not None:
-        sql += " AND size <= ?"
-        params.append(upto)
-    out: list[Checkpoint] = []
-    for (note,) in tx.fetchall(sql + " ORDER BY size", params):
-        try:
-            out.append(parse_checkpoint(note, where="plaudit_checkpoints"))
-        except PlauditError:
-            continue
-    return out
+    def check_witnesses(self) -> None:
+        """Raise `ConfigError` naming the first witness directory that does not exist."""
+        for d in self.witnesses:
+            if not d.is_dir():
+                raise ConfigError(
+                    f"witness directory {d} does not exist or is not a directory (create it, "
+                    "or mount it, first: plaudit makes no directories it was not asked for)"
+                )
 
 
-__all__ = ["Checkpointer", "stored_checkpoints"]
+__all__ = ["Checkpointer"]

@@ -1,10 +1,14 @@
-"""The log's Ed25519 signing key: where it lives, how it is created, and how others name it.
+"""The log's Ed25519 signing key: how it is read and made, and how others name it.
 
-One key signs every checkpoint of one log. A SQLite store keeps it beside the database
-(`<db>.key`, mode 0600), created on first use and never overwritten, so a lost key is never
-silently replaced by a new identity. Hosts sharing a PostgreSQL database must share one key,
-so there it comes from `$PLAUDIT_SIGNING_KEY` (a path, or the PEM text itself) or from config.
-The log is known to the world by its fingerprint: the SHA-256 of the raw 32-byte public key.
+One key signs every checkpoint of one log. It lives outside the database's folder, where the
+database's writer does not reach: by default in the user's config directory, one file per
+store, mode 0600, made with the log's first checkpoint and never overwritten
+(`plaudit.store.trust_paths`, `Checkpointer.key`); or it comes from `$PLAUDIT_SIGNING_KEY` (a
+path, or the PEM text itself) or a file the user names. Hosts sharing a PostgreSQL database
+share one key that way. A key that is missing where the log already has checkpoints is an
+error, never a silent new identity. The log is known to the world by its fingerprint (the
+SHA-256 of the raw 32-byte public key) and, in C2SP's terms, by its verifier key string
+(`plaudit.store.checkpoints.verifier_key`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import contextlib
 import hashlib
 import logging
 import os
+import re
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -71,11 +75,6 @@ def verify_signature(public_key: bytes, signature: bytes, message: bytes) -> boo
     return True
 
 
-def key_path_for(store_path: str | os.PathLike[str]) -> Path:
-    """Where a SQLite store's key lives: beside the database, named `<db>.key`."""
-    return Path(f"{os.fspath(store_path)}.key")
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -113,6 +112,22 @@ def load_signing_key(spec: str) -> LogKey:
     return key
 
 
+def write_key_file(path: Path, key: LogKey) -> None:
+    """Write `key` to a new private file at `path` (never over an existing one)."""
+    pem = key._private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    tmp = write_temp(path.parent, path.name, pem, 0o600)
+    try:
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    fsync_dir(path.parent)
+
+
 def create_key_file(path: Path) -> LogKey:
     """Write a new key to `path` unless one is there; two racing processes end with one key.
 
@@ -147,42 +162,16 @@ def create_key_file(path: Path) -> LogKey:
     return key
 
 
-def load_or_create_key(
-    store_path: str | os.PathLike[str] | None,
-    env: Mapping[str, str] | None = None,
-    *,
-    configured: str | None = None,
-) -> LogKey:
-    """The key that signs this store's checkpoints.
-
-    In order: `configured` (a path or PEM from config), then `$PLAUDIT_SIGNING_KEY`, then
-    `<store_path>.key`, created on first use. `store_path` is None for PostgreSQL, which
-    needs one of the first two so that every host signs as the same log. An in-memory SQLite
-    store (":memory:") gets a fresh key that lives as long as the store.
-    """
-    env = os.environ if env is None else env
-    spec = configured or env.get(ENV_SIGNING_KEY)
-    if spec:
-        return load_signing_key(spec)
-    if store_path is None:
-        raise ConfigError(
-            f"no signing key: set ${ENV_SIGNING_KEY} to a key file (or its PEM text) "
-            "shared by every host that writes this database"
-        )
-    if os.fspath(store_path) in (":memory:", ""):
-        return LogKey(Ed25519PrivateKey.generate(), "in memory")
-    path = key_path_for(store_path)
-    if path.exists() or path.is_symlink():
-        return load_signing_key(str(path))
-    return create_key_file(path)
-
-
 def load_public_key(path: str | os.PathLike[str]) -> bytes:
-    """A trusted public key for `check-proof --key`: a PEM public or private key, or the
-    raw key as 64 hex digits (what `plaudit log key` prints)."""
+    """A trusted public key for `check-proof --key`: the output of `plaudit log key` saved to
+    a file (its C2SP verifier key string line is read), a verifier key string alone, a PEM
+    public or private key, or the raw key as 64 hex digits."""
     p = Path(path).expanduser()
     data = _read_public(p)
     text = data.strip()
+    vkey = None if text.startswith(b"-----BEGIN") else _verifier_key_in(text, p)
+    if vkey is not None:
+        return vkey
     if text.startswith(b"-----BEGIN"):
         try:
             if b"PRIVATE" in text.split(b"\n", 1)[0]:
@@ -205,6 +194,25 @@ def load_public_key(path: str | os.PathLike[str]) -> bytes:
     return raw
 
 
+_VKEY_RE = re.compile(r"[^\s+]+\+[0-9a-f]{8}\+[A-Za-z0-9+/=]+")
+
+
+def _verifier_key_in(text: bytes, path: Path) -> bytes | None:
+    """The public key of the C2SP verifier key string in `text` (a line of its own, or a
+    `key: value` line such as `plaudit log key` prints), or None when there is none."""
+    from plaudit.store.signed_note import ED25519, parse_verifier_key
+
+    for raw in text.decode("utf-8", "replace").splitlines():
+        words = raw.split()
+        candidate = words[-1] if words else ""  # `verifier_key <string>`, or the string alone
+        if _VKEY_RE.fullmatch(candidate):
+            vkey = parse_verifier_key(candidate, where=str(path))
+            if vkey.sig_type != ED25519:
+                raise ValidationError("key", f"{path}: not a log's Ed25519 verifier key")
+            return vkey.public_key
+    return None
+
+
 def _read_public(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -221,8 +229,6 @@ __all__ = [
     "LogKey",
     "create_key_file",
     "fingerprint",
-    "key_path_for",
-    "load_or_create_key",
     "load_public_key",
     "load_signing_key",
     "public_key_pem",

@@ -229,6 +229,13 @@ class EventLog:
 
         return key_info(self)
 
+    def rotate_key(self) -> Any:
+        """Replace the signing key: a rotation event signed by the old key and a checkpoint
+        of the new one, in one transaction (see `plaudit.store.rotation`)."""
+        from plaudit.store.proving import rotate_key
+
+        return rotate_key(self)
+
     def checkpoint(self) -> Any:
         """Sign a checkpoint of the log as it is now; it also goes to every witness."""
         from plaudit.store.proving import checkpoint_now

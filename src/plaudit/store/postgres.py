@@ -320,6 +320,15 @@ class PostgresBackend(Backend):
         )
         raise StoreNotFoundError.at(where, why=why, db=dsn)
 
+    def identity(self) -> tuple[str, str]:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.dsn)
+        schema = self.schema or "public"
+        where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path or '/'}"
+        label = f"{parts.path.strip('/') or 'postgres'}.{schema}"
+        return label, f"postgres:{where}?schema={schema}"
+
     def sequencer(self, core: Sequencing) -> Sequencer:
         from plaudit.store.postgres_sequencer import PostgresSequencer
 

@@ -228,8 +228,23 @@ def _decode(data: bytes, kind: type[msgspec.Struct], report: ProofReport) -> msg
     return None
 
 
+class _Format(msgspec.Struct):
+    format: str = ""
+
+
 def check_proof(data: bytes, *, trusted_key: bytes | None = None) -> ProofReport:
-    """Check an encoded proof bundle; never raises for what the bundle holds."""
+    """Check an encoded bundle of either kind (`plaudit log prove`'s inclusion proof, or
+    `plaudit log consistency`'s), chosen by its `format`; never raises for what it holds."""
+    try:
+        fmt = msgspec.json.decode(data[:MAX_BUNDLE_BYTES], type=_Format).format
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        fmt = ""
+    if fmt == CONSISTENCY_FORMAT:
+        return check_consistency(data, trusted_key=trusted_key)
+    return _check_inclusion(data, trusted_key)
+
+
+def _check_inclusion(data: bytes, trusted_key: bytes | None) -> ProofReport:
     report = ProofReport(ok=False)
     b = _decode(data, ProofBundle, report)
     if not isinstance(b, ProofBundle):
@@ -369,7 +384,8 @@ def read_bundle(path: str | os.PathLike[str]) -> bytes:
 def check_proof_file(
     path: str | os.PathLike[str], *, key_path: str | os.PathLike[str] | None = None
 ) -> ProofReport:
-    """`plaudit log check-proof`: read the key (if given) and the bundle, and check it."""
+    """`plaudit log check-proof`: read the key (if given: what `plaudit log key` prints, or a
+    PEM or hex key) and the bundle (either kind), and check it."""
     trusted = None if key_path is None else load_public_key(key_path)
     return check_proof(read_bundle(path), trusted_key=trusted)
 

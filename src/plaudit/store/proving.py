@@ -6,6 +6,7 @@ checkers are in `plaudit.store.proofs`, and checking never needs a store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -24,17 +25,28 @@ if TYPE_CHECKING:
 
 
 class KeyInfo(msgspec.Struct, frozen=True):
-    """What `plaudit log key` prints: give it to whoever checks your proofs."""
+    """What `plaudit log key` prints: give it to whoever checks your proofs. `verifier_key` is
+    the C2SP verifier key string (`<name>+<key ID>+<base64 key>`) that standard checkpoint
+    verifiers take; `origin` says where the key was found."""
 
     fingerprint: str
     public_key: str
     public_pem: str
     origin: str
+    verifier_key: str = ""
 
 
 def key_info(log: EventLog) -> KeyInfo:
-    key = log.checkpointer.key()
-    return KeyInfo(key.fingerprint, key.public_key.hex(), key.public_pem(), key.origin)
+    from plaudit.store.checkpoints import verifier_key
+
+    key = log.checkpointer.current_key()
+    return KeyInfo(
+        key.fingerprint,
+        key.public_key.hex(),
+        key.public_pem(),
+        key.origin,
+        str(verifier_key(key.public_key)),
+    )
 
 
 def newest_checkpoint(tx: Tx, *, at_least: int = 0) -> Checkpoint | None:
@@ -49,19 +61,23 @@ def newest_checkpoint(tx: Tx, *, at_least: int = 0) -> Checkpoint | None:
 
 
 def checkpoint_now(log: EventLog) -> Checkpoint:
-    """Sign the tree at the head now (or return the checkpoint of this size, if one exists),
-    store it and copy it to the witnesses."""
-    key = log.checkpointer.key()
+    """Sign the tree at the head now (or take the checkpoint of this size, if one exists),
+    store it and copy it to every witness: a new witness directory gets the newest checkpoint
+    even when nothing arrived since. A witness directory that does not exist is a
+    `ConfigError`, and nothing is signed."""
+    checkpointer = log.checkpointer
+    checkpointer.check_witnesses()
+    key = checkpointer.current_key()
     with log.sequencer.leased() as leased:
         head = leased.head
         if head.seq == 0:
             raise ValidationError("log", "is empty: there is no tree to sign yet")
         existing = newest_checkpoint(leased.tx, at_least=head.seq)
-        if existing is not None and existing.size == head.seq:
-            return existing
-        root = log.core.tree_at(leased.tx, head).root
-        ck = log.checkpointer.sign(leased.tx, key, head.seq, root, now_ms())
-    return ck
+        if existing is None or existing.size != head.seq:
+            root = log.core.tree_at(leased.tx, head).root
+            existing = checkpointer.sign(leased.tx, key, head.seq, root, now_ms())
+    checkpointer.publish(existing, strict=True)  # again for a new one: already there, kept
+    return existing
 
 
 def _covering_checkpoint(log: EventLog, seq: int, *, sign: bool) -> Checkpoint:
@@ -86,7 +102,7 @@ def prove(log: EventLog, event_id: str, *, sign: bool = True) -> bytes:
     if event is None:
         raise NotFoundError(f"no event with id {event_id!r} in the log")
     ck = _covering_checkpoint(log, event.seq, sign=sign)
-    key = log.checkpointer.key()
+    key = log.checkpointer.current_key()
     with log.reading() as view:
         src = TxSource(view.tx)
         prev = GENESIS if event.seq == 1 else view.hash_at(event.seq - 1)
@@ -134,7 +150,7 @@ def consistency_from(
             "events were removed"
         )
     ck = _covering_checkpoint(log, max(length, 1), sign=sign)
-    key = log.checkpointer.key()
+    key = log.checkpointer.current_key()
     with log.reading() as view:
         src = TxSource(view.tx)
         here = root_at(old_size, src)
@@ -162,8 +178,59 @@ def consistency_with_file(
     except OSError as exc:
         raise ValidationError("file", f"cannot read: {exc.strerror or exc}", where=where) from None
     old = parse_checkpoint(text, where=where)
-    key = log.checkpointer.key()
+    key = log.checkpointer.current_key()
     old.verify(key.public_key)
     data = consistency_from(log, old.size, old.root)
     report = check_consistency(data, trusted_key=key.public_key, old=old)
     return data, msgspec.to_builtins(report)
+
+
+def rotate_key(log: EventLog) -> KeyInfo:
+    """`plaudit log key --new`: replace the signing key by a new one, recorded in the log as a
+    rotation event signed by the old key, with a checkpoint of the new key in the same
+    transaction, copied to every witness (`plaudit.store.rotation`). The old key file is kept
+    beside the new one as `<name>.retired-<fingerprint>`; nothing is deleted."""
+    import os
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from plaudit.errors import ConfigError
+    from plaudit.events import make_event
+    from plaudit.store.keys import LogKey, write_key_file
+    from plaudit.store.perms import make_dirs
+    from plaudit.store.rotation import ROTATION_TYPE, rotation_payload
+    from plaudit.store.trust_paths import default_key_path
+
+    cp = log.checkpointer
+    old = cp.existing_key()
+    if old is None:
+        raise ConfigError(
+            f"no signing key to replace (looked in {', '.join(cp.key_locations())}): a rotation "
+            "is signed by the key it replaces; restore it first"
+        )
+    path = default_key_path(log.backend)
+    if cp.configured():
+        raise ConfigError(
+            f"this store's key is configured ({old.origin}): rotate it where it is configured "
+            f"(unset $PLAUDIT_SIGNING_KEY to keep keys in {path.parent}, then rotate)"
+        )
+    new = LogKey(Ed25519PrivateKey.generate(), str(path))
+    make_dirs(path.parent)
+    pending = path.with_name(path.name + ".new")
+    write_key_file(pending, new)
+    cp.use_key(new)  # a checkpoint falling due in the rotation's own transaction is the new key's
+    try:
+        with log.writer() as w:
+            w.append(make_event(ROTATION_TYPE, rotation_payload(old, new), source="plaudit"))
+            head = w.leased.head
+            root = log.core.tree_at(w.tx, head).root
+            cp.sign(w.tx, new, head.seq, root, now_ms())
+    except BaseException:
+        cp.use_key(old)
+        with contextlib.suppress(OSError):
+            os.unlink(pending)
+        raise
+    if path.exists():
+        os.link(path, path.with_name(f"{path.name}.retired-{old.fingerprint[:16]}"))
+    os.replace(pending, path)
+    return key_info(log)

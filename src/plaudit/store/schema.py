@@ -7,7 +7,9 @@ from plaudit.store.backend import Tx
 from plaudit.store.chain import GENESIS
 from plaudit.store.tree import TREE_NODES_DDL
 
-#: Signed checkpoints (docs/proofs.md): the note as signed, and when verify last checked it.
+#: Signed checkpoints (docs/proofs.md): the note as signed. (`verified_ms` is no longer read or
+#: written: which checkpoint a verifier confirmed lives with the verifier, outside the database,
+#: `plaudit.store.verifier_state`. The column stays so older stores and processes still open.)
 CHECKPOINTS_DDL = """CREATE TABLE IF NOT EXISTS plaudit_checkpoints (
     size {bigint} PRIMARY KEY,
     root {blob} NOT NULL,

@@ -280,6 +280,10 @@ class SqliteBackend(Backend):
             if relax:
                 conn.execute(f"PRAGMA synchronous={self.synchronous}")
 
+    def identity(self) -> tuple[str, str]:
+        real = os.path.realpath(self.url)
+        return os.path.basename(real), f"sqlite:{real}"
+
     def file(self) -> str | None:
         return None if self.url == ":memory:" or self.url.startswith("file:") else self.url
 

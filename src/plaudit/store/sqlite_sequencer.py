@@ -37,7 +37,8 @@ class SqliteSequencer(Sequencer):
         except BaseException:
             self.core.undone()
             raise
-        self.core.committed(flushed=flush)
+        # With durability="normal" no commit waits for the disk, asked to or not.
+        self.core.committed(flushed=flush and self.backend.synchronous == "FULL")
         deliver(group)
 
     @contextmanager
@@ -48,4 +49,4 @@ class SqliteSequencer(Sequencer):
         except BaseException:
             self.core.undone()
             raise
-        self.core.committed()
+        self.core.committed(flushed=self.backend.synchronous == "FULL")

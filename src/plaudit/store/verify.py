@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from plaudit.errors import PlauditError, ValidationError
-from plaudit.ids import now_ms
 from plaudit.store import chain
 from plaudit.store.chain import GENESIS, RangeResult, check_rows, range_sql
 from plaudit.store.view import LogView
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
 
     from plaudit.store.backend import Backend, Tx
     from plaudit.store.checkpointing import Checkpointer
+    from plaudit.store.ops import HeadState
 
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 #: Logs shorter than this are verified in one pass: a worker costs more than it saves.
@@ -70,6 +70,11 @@ class VerifyReport(msgspec.Struct):
     #: Signed checkpoints checked against the tree, and each witness's outcome.
     checkpoints: int = 0
     witnesses: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Whose signatures were checked ("key <fingerprint> from <where>"), or why none were.
+    signatures: str = ""
+    #: What did not stop the check but needs a person: a witness directory that is missing
+    #: (not mounted?), a key kept beside the database, a verifier state set aside.
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
@@ -95,6 +100,102 @@ def _split(length: int, parts: int) -> list[tuple[int, int]]:
     return [(lo, min(lo + step - 1, length)) for lo in range(1, length + 1, step)]
 
 
+def _timeline(tx: Tx, public: bytes | None) -> tuple[Any, tuple[int, str] | None]:
+    """The keys in force over the log (`plaudit.store.rotation`), and a rotation that does
+    not check out, as (position, reason)."""
+    if public is None:
+        return None, None
+    from plaudit.store.rotation import KeyTimeline, RotationError, timeline
+
+    try:
+        return timeline(tx, public), None
+    except RotationError as exc:
+        return KeyTimeline([(0, public)]), (exc.position, str(exc))
+
+
+class _Run:
+    """One verify's findings, in the order it makes them (see `Verifier.verify`)."""
+
+    def __init__(self, state: HeadState, start: Any) -> None:
+        self.state = state
+        self.start = start
+        self.ranges: list[tuple[int, int]] = []
+        self.results: list[RangeResult] = []
+        self.checked, self.last = 0, GENESIS
+        self.anchor_hash: bytes | None = None
+        self.head_problem: tuple[int, str] | None = None
+        self.tree: Any = None
+        self.first_bad: int | None = None
+        self.reason: str | None = None
+
+    def fail(self, position: int, reason: str) -> None:
+        if self.first_bad is None:
+            self.first_bad, self.reason = position, reason
+
+    def settle_chain(self, low: int | None, high: int | None) -> None:
+        """The chain's verdict, then the head's, then the tree's: the first wins."""
+        seq = self.state.seq
+        if low is not None and low < 1:
+            self.fail(1, f"a row at position {low} was inserted before the log")
+            return
+        for (_, hi), (bad, why, tip) in zip(self.ranges, self.results, strict=True):
+            if bad is not None:
+                self.checked = bad - 1
+                if high is None or bad > high:
+                    why = (
+                        f"the log ends at position {self.checked} but its head says {seq}: "
+                        "events were deleted from the end"
+                    )
+                self.fail(bad, why or "")
+                return
+            self.checked, self.last = hi, tip
+        if high is not None and high > seq:
+            self.fail(seq + 1, f"position {seq + 1} onwards was added outside plaudit "
+                      "(the head does not cover it)")  # fmt: skip
+        elif self.last != self.state.hash:
+            self.fail(max(seq, 1), "the head does not match the last event")
+        elif self.head_problem is not None:
+            self.fail(*self.head_problem)
+        elif self.tree is not None and self.tree.first_bad is not None:
+            self.fail(self.tree.first_bad, self.tree.reason)
+            self.checked = min(self.checked, self.tree.first_bad - 1)
+
+    def report(self, anchor: Head | None, signatures: str, warnings: list[str]) -> VerifyReport:
+        if self.first_bad is None and anchor is not None:
+            self._against(anchor)
+        seq = self.state.seq
+        return VerifyReport(
+            ok=self.first_bad is None,
+            length=seq,
+            checked=self.checked,
+            head=Head(seq, self.state.hash.hex()).digest,
+            first_bad=self.first_bad,
+            reason=self.reason,
+            against=None if anchor is None else anchor.digest,
+            mode="full" if self.start is None else "incremental",
+            from_checkpoint=None if self.start is None else self.start.size,
+            checkpoints=0 if self.tree is None else self.tree.checkpoints,
+            witnesses=[] if self.tree is None else self.tree.witnesses,
+            signatures=signatures,
+            warnings=list(dict.fromkeys(warnings)),
+        )
+
+    def _against(self, anchor: Head) -> None:
+        if anchor.length > self.checked:
+            self.fail(
+                self.checked + 1,
+                f"the earlier head covers {anchor.length} events but the log has {self.checked}",
+            )
+            return
+        expected = GENESIS if anchor.length == 0 else self.anchor_hash
+        if expected is None or expected.hex() != anchor.hash:
+            self.fail(
+                max(anchor.length, 1),
+                f"the log no longer extends the head {anchor.digest}: history before it was "
+                "rewritten",
+            )
+
+
 class Verifier:
     """Verification of one store's log (`EventLog.verify`)."""
 
@@ -110,121 +211,96 @@ class Verifier:
         full: bool = False,
         witness: Sequence[str | os.PathLike[str]] = (),
     ) -> VerifyReport:
-        """Check the chain, the Merkle tree, the signed checkpoints and the witnesses; report
-        the first position that does not check out.
+        """Check the chain, the Merkle tree, every stored field of the head and of each
+        checkpoint, the signatures and the witnesses; report the first position that does not
+        check out.
 
         By default the check starts from the newest checkpoint an earlier verify confirmed,
-        so its cost follows what is new (`plaudit.store.attestation`); `full=True` checks
-        everything. A long full check runs in position ranges in parallel (`workers`): each
-        range chains from the stored hash before it, which the previous range checks.
-        Witness directories are `witness` plus the store's own (`$PLAUDIT_WITNESS`).
-        """
-        from plaudit.store.attestation import check_tree, verified_start
+        as this user's verifier state remembers it (`plaudit.store.verifier_state`, outside
+        the database), so its cost follows what is new; `full=True`, or no state, checks
+        everything. A long full check runs in position ranges in parallel (`workers`).
+        Witness directories are `witness` plus the store's own (`$PLAUDIT_WITNESS`)."""
+        from plaudit.store import verifier_state
 
         anchor = Head.parse(against) if isinstance(against, str) else against
-        key = self.checkpointer.existing_key()
+        warnings: list[str] = []
+        key, signatures = self._key(warnings)
         public = None if key is None else key.public_key
+        confirmed = None
+        if not full and key is not None:
+            confirmed, problem = verifier_state.load(self.backend, key.fingerprint)
+            warnings += [problem] if problem else []
         witnesses = list(dict.fromkeys([*self.checkpointer.witnesses, *_paths(witness)]))
-        tree = None
         with ExitStack() as cleanup, self.backend.read() as tx:
-            view = LogView(tx)
-            state = self.backend.ops.head(tx)
-            head_seq, head_hash = state.seq, state.hash
-            low, high = view.bounds()
-            start = None if full else verified_start(tx, head_seq, public)
-            if start is not None:
-                ranges = [(start.size + 1, head_seq)] if start.size < head_seq else []
-                results = [self._verify_local(tx, lo, hi, start.prev) for lo, hi in ranges]
-                first_last = (start.size, start.prev)
-            else:
-                ranges = _split(head_seq, self._verify_workers(head_seq, workers))
-                futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in ranges[1:]]
-                results = []
-                if ranges:
-                    lo, hi = ranges[0]
-                    results.append(self._verify_local(tx, lo, hi, GENESIS))
-                for (lo, hi), fut in zip(ranges[1:], futures, strict=True):
-                    results.append(fut(tx, lo, hi))
-                first_last = (0, GENESIS)
-            anchor_hash: bytes | None = None
-            if anchor is not None and 0 < anchor.length <= head_seq:
-                anchor_hash = view.hash_at(anchor.length)
-            chain_ok = (low is None or low >= 1) and all(r[0] is None for r in results)
-            if chain_ok and (high is None or high <= head_seq):
-                fp = None if key is None else key.fingerprint
-                tree = check_tree(tx, state, start, public, fp, witnesses)
-        first_bad: int | None = None
-        reason: str | None = None
-        checked, last = first_last
-        if low is not None and low < 1:
-            first_bad, reason = 1, f"a row at position {low} was inserted before the log"
-        else:
-            for (_, hi), (bad, why, tip) in zip(ranges, results, strict=True):
-                if bad is not None:
-                    first_bad, reason, checked = bad, why, bad - 1
-                    if high is None or bad > high:
-                        reason = (
-                            f"the log ends at position {checked} but its head says {head_seq}: "
-                            "events were deleted from the end"
-                        )
-                    break
-                checked, last = hi, tip
-        if first_bad is None:
-            if high is not None and high > head_seq:
-                first_bad, reason = (
-                    head_seq + 1,
-                    f"position {head_seq + 1} onwards was added outside plaudit "
-                    "(the head does not cover it)",
-                )
-            elif last != head_hash:
-                first_bad, reason = max(head_seq, 1), "the head does not match the last event"
-            elif tree is not None and tree.first_bad is not None:
-                first_bad, reason = tree.first_bad, tree.reason
-                checked = min(checked, tree.first_bad - 1)
-        if first_bad is None and anchor is not None:
-            if anchor.length > checked:
-                first_bad, reason = (
-                    checked + 1,
-                    f"the earlier head covers {anchor.length} events but the log has {checked}",
-                )
-            else:
-                expected = GENESIS if anchor.length == 0 else anchor_hash
-                if expected is None or expected.hex() != anchor.hash:
-                    first_bad, reason = (
-                        max(anchor.length, 1),
-                        f"the log no longer extends the head {anchor.digest}: "
-                        "history before it was rewritten",
-                    )
-        if first_bad is None and tree is not None and tree.confirmed is not None:
-            self._confirm(tree.confirmed)
-        return VerifyReport(
-            ok=first_bad is None,
-            length=head_seq,
-            checked=checked,
-            head=Head(head_seq, head_hash.hex()).digest,
-            first_bad=first_bad,
-            reason=reason,
-            against=None if anchor is None else anchor.digest,
-            mode="full" if start is None else "incremental",
-            from_checkpoint=None if start is None else start.size,
-            checkpoints=0 if tree is None else tree.checkpoints,
-            witnesses=[] if tree is None else tree.witnesses,
-        )
+            keys, rotation_problem = _timeline(tx, public)
+            run = self._check(tx, cleanup, keys, confirmed, witnesses, workers, anchor)
+            if rotation_problem is not None:
+                run.fail(*rotation_problem)
+        if run.tree is not None:
+            warnings += [w for out in run.tree.witnesses for w in out.get("warnings", [])]
+        if run.first_bad is None and run.tree is not None and run.tree.confirmed is not None:
+            problem = verifier_state.save(self.backend, run.tree.confirmed)
+            warnings += [problem] if problem else []
+        return run.report(anchor, signatures, warnings)
 
-    def _confirm(self, size: int) -> None:
-        """Remember that the checkpoint of `size` events checked out, so the next verify can
-        start there. A store this process cannot write to just verifies in full next time."""
-        sql = "UPDATE plaudit_checkpoints SET verified_ms = ? WHERE size = ?"
+    def _key(self, warnings: list[str]) -> tuple[Any, str]:
+        """The log's key, if one can be found, and what the report says of signatures."""
         try:
-            if self.backend.in_write():
-                # Verify ran inside a writer (the ledger's write path): mark it there.
-                with self.backend.read() as tx:
-                    tx.execute(sql, (now_ms(), size))
-                return
-            with self.backend.write() as tx:
-                tx.execute(sql, (now_ms(), size))
-        except PlauditError:
-            pass
+            key = self.checkpointer.existing_key()
+        except PlauditError as exc:
+            return None, f"not checked: the signing key cannot be read ({exc})"
+        if key is None:
+            where = ", ".join(self.checkpointer.key_locations())
+            return None, f"not checked: no signing key found (looked in {where})"
+        if key.origin.endswith(".key") and self.backend.file() is not None:
+            legacy = f"{self.backend.file()}.key"
+            if key.origin == legacy:
+                warnings.append(
+                    f"the signing key sits beside the database ({legacy}), where whoever has "
+                    "the file usually has the key: move it out (docs/proofs.md, 'Where the key "
+                    "lives')"
+                )
+        return key, f"checked with key {key.fingerprint[:16]}... from {key.origin}"
+
+    def _check(
+        self,
+        tx: Tx,
+        cleanup: ExitStack,
+        keys: Any,
+        confirmed: Any,
+        witnesses: list[Path],
+        workers: int | None,
+        anchor: Head | None,
+    ) -> _Run:
+        from plaudit.store.attestation import check_head, check_tree, verified_start
+
+        view = LogView(tx)
+        state = self.backend.ops.head(tx)
+        low, high = view.bounds()
+        start = None if confirmed is None else verified_start(tx, state.seq, keys, confirmed)
+        run = _Run(state, start)
+        if start is not None:
+            run.ranges = [(start.size + 1, state.seq)] if start.size < state.seq else []
+            run.results = [self._verify_local(tx, lo, hi, start.prev) for lo, hi in run.ranges]
+            run.checked, run.last = start.size, start.prev
+        else:
+            run.ranges = _split(state.seq, self._verify_workers(state.seq, workers))
+            futures = [self._verify_remote(lo, hi, cleanup) for lo, hi in run.ranges[1:]]
+            if run.ranges:
+                lo, hi = run.ranges[0]
+                run.results.append(self._verify_local(tx, lo, hi, GENESIS))
+            for (lo, hi), fut in zip(run.ranges[1:], futures, strict=True):
+                run.results.append(fut(tx, lo, hi))
+        if anchor is not None and 0 < anchor.length <= state.seq:
+            run.anchor_hash = view.hash_at(anchor.length)
+        chain_ok = (low is None or low >= 1) and all(r[0] is None for r in run.results)
+        if chain_ok and (high is None or high <= state.seq):
+            run.head_problem = check_head(tx, state)
+            if run.head_problem is None:
+                pinned = confirmed if start is None else None
+                run.tree = check_tree(tx, state, start, keys, witnesses, pinned)
+        run.settle_chain(low, high)
+        return run
 
     def _verify_workers(self, length: int, workers: int | None) -> int:
         if workers is None:
