@@ -379,3 +379,100 @@ def test_a_plaudit_checkpoint_verifies_with_an_independent_c2sp_verifier(tmp_pat
     assert files and files[0].read_text() == ck.to_text()
     text, signers = spec_open(files[0].read_bytes(), [vkey])
     assert text.decode().splitlines()[1] == "5" and signers
+
+
+def _held_lease(url: str) -> tuple[Any, Any]:
+    """A thread holding the lease until the returned event is set: queued events wait."""
+    import threading
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with Plaudit.open(url) as h, h.log.writer():
+            holding.set()
+            release.wait(30)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    assert holding.wait(30)
+    return th, release
+
+
+@pytest.mark.postgres
+def test_an_enqueue_receipt_proves_sequencing_or_shows_a_drop_or_a_change(
+    pg_url: str, monkeypatch: Any, tmp_path: Path
+) -> None:
+    from plaudit.events import prepare
+
+    monkeypatch.setenv("PLAUDIT_HOST_GROUP", "0")
+    with Plaudit.open(pg_url) as p:
+        p.log.append(ev(0))
+        th, release = _held_lease(pg_url)
+        try:
+            got = p.log.enqueue_batch([ev(1), ev(2), ev(3)])
+            assert got.queued == 3 and got.receipt is not None
+            pending = p.log.check_receipt(got.receipt)
+            assert not pending.ok and {e.status for e in pending.events} == {"pending"}
+            conn = p.backend.connection()
+            conn.execute("DELETE FROM plaudit_intake WHERE id = 'e2'")
+            forged = prepare(ev(3, note="forged"))
+            conn.execute(
+                "UPDATE plaudit_intake SET payload = %s, content_digest = %s WHERE id = 'e3'",
+                (forged.payload_text, forged.content_digest),
+            )
+        finally:
+            release.set()
+            th.join(30)
+        p.log.sequence()
+        report = p.log.check_receipt(got.receipt)
+        assert not report.ok
+        assert [e.status for e in report.events] == ["sequenced", "dropped", "changed"]
+    # The CLI says the same, with exit 1.
+    tmp = tmp_path / "receipt"
+    tmp.write_text(got.receipt)
+    assert main(["--db", pg_url, "log", "check-receipt", str(tmp)]) == 1
+    forged_receipt = got.receipt.replace(" e1\n", " e9\n")
+    tmp.write_text(forged_receipt)
+    assert main(["--db", pg_url, "log", "check-receipt", str(tmp)]) == 5  # not the log's
+
+
+def test_sqlite_appends_need_no_receipt(tmp_path: Path) -> None:
+    with Plaudit.open(tmp_path / "log.db") as p:
+        got = p.log.enqueue_batch([ev(1)])
+        assert got.results[0].status == "appended" and got.receipt is None
+
+
+def test_writers_that_sign_and_events_nobody_signed(db_url: str, tmp_path: Path) -> None:
+    """Events a registered writer signed pass `verify --writers`; an event inserted by a
+    database user (here, appended by a handle without a writer key, as an intake row injected
+    behind plaudit would be sequenced) is reported with its position."""
+    key_file = tmp_path / "alice.key"
+    assert main(["log", "writers", "new", "alice", "--out", str(key_file)]) == 0
+    assert (key_file.stat().st_mode & 0o077) == 0
+    with Plaudit.open(db_url, writer_key=str(key_file)) as alice:
+        vkey = str(alice.log.core.signer.verifier)  # type: ignore[union-attr]
+        alice.log.register_writer(vkey)
+        fill(alice, 5)
+        alice.ledger.record("successful_validation", "signed through a writer function too")
+        report = alice.log.verify(writers=True)
+        assert report.ok, report
+        assert report.writers is not None and report.writers["unsigned"] == 0
+    with Plaudit.open(db_url) as anyone:  # no writer key
+        r = anyone.log.append(ev(99))
+        report = anyone.log.verify(writers=True)
+        assert not report.ok and report.first_bad == r.seq
+        assert "no writer signature" in (report.reason or "")
+        assert anyone.log.verify().ok  # the chain itself is whole
+    assert main(["--db", db_url, "log", "verify", "--writers"]) == 1
+
+
+def test_a_writer_signature_does_not_change_an_events_identity(tmp_path: Path) -> None:
+    """A retry of an event by another writer (or none) is the same event: `present`."""
+    a = tmp_path / "a.key"
+    main(["log", "writers", "new", "a", "--out", str(a)])
+    db = str(tmp_path / "log.db")
+    with Plaudit.open(db, writer_key=str(a)) as p:
+        first = p.log.append(ev(1))
+    with Plaudit.open(db) as p:
+        again = p.log.append(ev(1))
+    assert (first.status, again.status, again.seq) == ("appended", "present", first.seq)

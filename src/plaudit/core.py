@@ -16,12 +16,18 @@ if TYPE_CHECKING:
     from plaudit.bandit import Bandit
     from plaudit.ledger import Ledger
     from plaudit.signals import Signals
+    from plaudit.store.writers import WriterKey
 
 
 class Plaudit:
     """Open with :meth:`open`; close with :meth:`close` or use it as a context manager."""
 
-    def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        checkpointer: Checkpointer | None = None,
+        writer_key: WriterKey | None = None,
+    ) -> None:
         if not isinstance(backend, Backend):
             # `Plaudit("x.db")` is the natural first guess; without this it fails deep inside
             # the log with an AttributeError about `dialect`.
@@ -30,7 +36,7 @@ class Plaudit:
                 f"or a postgresql:// DSN with Plaudit.open({backend!r})"
             )
         self.backend = backend
-        self.log = EventLog(backend, checkpointer)
+        self.log = EventLog(backend, checkpointer, writer_key)
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 
@@ -55,6 +61,7 @@ class Plaudit:
         checkpoint_seconds: float | None = None,
         signing_key: str | None = None,
         deadline_s: float | None = None,
+        writer_key: str | None = None,
     ) -> Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
@@ -72,11 +79,17 @@ class Plaudit:
 
         `deadline_s` (default: $PLAUDIT_DEADLINE_S, else 5) bounds every wait of this store: a
         lock, the lease, a host leader or a sequencing pass that does not answer within it
-        gives a result by another route or a `DeadlineError` naming the holder."""
+        gives a result by another route or a `DeadlineError` naming the holder.
+
+        `writer_key` (a path or PEM; default $PLAUDIT_WRITER_KEY) makes every event this
+        handle appends carry its writer's signature (docs/proofs.md, "Writers that sign")."""
         backend = make_backend(
             db, schema=schema, durability=durability, create=create, deadline_s=deadline_s
         )
         try:
+            from plaudit.store.writers import load_writer_key
+
+            signer = load_writer_key(writer_key)
             checkpointer = Checkpointer(
                 backend,
                 every=checkpoint_every,
@@ -87,7 +100,7 @@ class Plaudit:
         except BaseException:
             backend.close()
             raise
-        return cls(backend, checkpointer)
+        return cls(backend, checkpointer, signer)
 
     @property
     def dialect(self) -> str:

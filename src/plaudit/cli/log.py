@@ -36,8 +36,17 @@ def log() -> None:
     help="Return once the events are durable in the intake, before they have positions "
     "(PostgreSQL; the same as a plain append on SQLite).",
 )
+@click.option(
+    "--receipt",
+    "receipt_out",
+    default=None,
+    metavar="FILE",
+    help="With --queue: write the log's signed receipt for the queued events here.",
+)
 @json_option
-def append(db: str | None, event_json: str | None, queue: bool, as_json: bool) -> None:
+def append(
+    db: str | None, event_json: str | None, queue: bool, receipt_out: str | None, as_json: bool
+) -> None:
     """Append events given as JSON: one object, an array, or JSON lines on stdin.
 
     Each event has `type` and `payload`, and optionally `id`, `ts_ms`, `session_id`, `source`.
@@ -50,6 +59,8 @@ def append(db: str | None, event_json: str | None, queue: bool, as_json: bool) -
         events = as_list(load(STDIN, what="input"))
     with open_store(db, create=True) as p:
         result = p.log.enqueue_batch(events) if queue else p.log.append_batch(events)
+    if receipt_out is not None and result.receipt is not None:
+        _write_out(receipt_out, result.receipt.encode())
     if as_json:
         echo_json(
             {
@@ -57,6 +68,7 @@ def append(db: str | None, event_json: str | None, queue: bool, as_json: bool) -
                 "present": result.present,
                 "queued": result.queued,
                 "results": result.results,
+                "receipt": result.receipt,
             }
         )
     else:
@@ -141,10 +153,18 @@ def witness_option(f: Any) -> Any:
 @db_option
 @click.option("--against", metavar="DIGEST", help="An earlier `plaudit log head` digest.")
 @click.option("--full", is_flag=True, help="Re-check everything, not only what is new.")
+@click.option(
+    "--writers", is_flag=True, help="Also report every event no registered writer signed."
+)
 @witness_option
 @json_option
 def verify(
-    db: str | None, against: str | None, full: bool, witness: tuple[str, ...], as_json: bool
+    db: str | None,
+    against: str | None,
+    full: bool,
+    writers: bool,
+    witness: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Check the chain, the Merkle tree, the signed checkpoints and the witnesses.
 
@@ -153,7 +173,7 @@ def verify(
     """
     with open_store(db) as p:
         started = time.perf_counter()
-        report = p.log.verify(against=against, full=full, witness=witness)
+        report = p.log.verify(against=against, full=full, witness=witness, writers=writers)
         seconds = time.perf_counter() - started
     if as_json:
         echo_json({**msgspec.to_builtins(report), "seconds": round(seconds, 3)})
@@ -173,6 +193,11 @@ def verify(
         seen = f", consistent with {len(witnesses)} witness(es)" if witnesses else ""
         click.echo(f"OK: {scope}{extra}{seen} (head {report.head})")
         click.echo(f"signatures {report.signatures}")
+        if report.writers is not None:
+            click.echo(
+                f"writers: all {report.writers['checked']} events signed by one of "
+                f"{len(report.writers['registered'])} registered writer(s)"
+            )
     else:
         click.echo(f"FAILED at position {report.first_bad}: {report.reason}")
     if not as_json:
@@ -386,6 +411,80 @@ def quarantine(db: str | None, file: str | None, limit: int, as_json: bool) -> N
         click.echo("quarantine is empty")
     for q in rows:
         click.echo(f"{q.file}:{q.line_no}: {q.reason}")
+
+
+@log.group()
+def writers() -> None:
+    """Writers that sign their events (docs/proofs.md, "Writers that sign")."""
+
+
+@writers.command("new")
+@click.argument("name")
+@click.option("--out", "out", required=True, metavar="FILE", help="Where the key goes (new, 0600).")
+def writers_new(name: str, out: str) -> None:
+    """Make a writer key NAME in a new private FILE and print its verifier key string, for
+    `plaudit log writers add` (point $PLAUDIT_WRITER_KEY at FILE on that writer)."""
+    from plaudit.store.perms import create_file
+    from plaudit.store.writers import new_writer_key
+
+    key = new_writer_key(name)
+    if not create_file(out):
+        raise fail(f"{out} exists already: plaudit never overwrites a key", 2)
+    with open(out, "wb") as f:
+        f.write(f"name: {name}\n".encode() + key.pem())
+    click.echo(str(key.verifier))
+
+
+@writers.command("add")
+@db_option
+@click.argument("verifier_key")
+@json_option
+def writers_add(db: str | None, verifier_key: str, as_json: bool) -> None:
+    """Register a writer by its verifier key string."""
+    with open_store(db, create=True) as p:
+        r = p.log.register_writer(verifier_key)
+    if as_json:
+        echo_json(r)
+    else:
+        click.echo(f"{r.status} {r.seq} {verifier_key}")
+
+
+@writers.command("list")
+@db_option
+@json_option
+def writers_list(db: str | None, as_json: bool) -> None:
+    """The registered writers' verifier keys."""
+    from plaudit.store.writers import registered
+
+    with open_store(db) as p, p.log.reading() as view:
+        keys = [str(k) for k in registered(view)]
+    if as_json:
+        echo_json(keys)
+    else:
+        for k in keys:
+            click.echo(k)
+
+
+@log.command("check-receipt")
+@db_option
+@click.argument("file", metavar="RECEIPT_FILE")
+@json_option
+def check_receipt(db: str | None, file: str, as_json: bool) -> None:
+    """Check what became of the events of an `append --queue` receipt: exit 0 when every one
+    was sequenced with the content received, 1 when one is still pending, dropped or changed."""
+    from plaudit.store.proofs import read_bundle
+
+    note = read_bundle(file)
+    with open_store(db) as p:
+        report = p.log.check_receipt(note)
+    if as_json:
+        echo_json(report)
+    else:
+        for e in report.events:
+            click.echo(f"{e.status:9} {'-' if e.seq is None else e.seq:>8}  {e.id}")
+        click.echo(("OK: " if report.ok else "FAILED: ") + report.message)
+    if not report.ok:
+        raise click.exceptions.Exit(1)
 
 
 @log.command("check-proof")

@@ -38,6 +38,9 @@ class AppendResult(msgspec.Struct, frozen=True):
 
 class BatchResult(msgspec.Struct):
     results: list[AppendResult]
+    #: For a call acknowledged before its events had positions: the log's signed receipt
+    #: (`plaudit.store.receipts`), which `plaudit log check-receipt` checks later.
+    receipt: str | None = None
 
     @property
     def appended(self) -> int:

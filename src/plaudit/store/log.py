@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -36,6 +36,9 @@ from plaudit.store.sequencer import batch_of
 from plaudit.store.sequencing import Sequencing, Writer
 from plaudit.store.verify import Head, Verifier, VerifyReport
 from plaudit.store.view import LogView
+
+if TYPE_CHECKING:
+    from plaudit.store.writers import WriterKey
 
 T = TypeVar("T")
 
@@ -59,11 +62,16 @@ class LogStats(msgspec.Struct):
 
 
 class EventLog:
-    def __init__(self, backend: Backend, checkpointer: Checkpointer | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        checkpointer: Checkpointer | None = None,
+        writer_key: WriterKey | None = None,
+    ) -> None:
         self.backend = backend
         self.projections = ProjectionManager()
         self.checkpointer = checkpointer or Checkpointer(backend)
-        self.core = Sequencing(backend.ops, self.projections, self.checkpointer)
+        self.core = Sequencing(backend.ops, self.projections, self.checkpointer, writer_key)
         self.sequencer = backend.sequencer(self.core)
         self.sequencer.idle_work = lambda: self.catch_up(budget_s=0.0) > 0
         self._verifier = Verifier(backend, self.checkpointer)
@@ -85,7 +93,7 @@ class EventLog:
     # -- writing ------------------------------------------------------------------------
     @staticmethod
     def prepare_all(events: Iterable[Event | Mapping[str, Any]]) -> list[Prepared]:
-        return prepare_batch(events)
+        return prepare_batch(events)  # the sequencer adds the writer's signature
 
     @contextmanager
     def writer(self) -> Iterator[Writer]:
@@ -218,10 +226,24 @@ class EventLog:
         workers: int | None = None,
         full: bool = False,
         witness: Sequence[str | os.PathLike[str]] = (),
+        writers: bool = False,
     ) -> VerifyReport:
         """Check the chain, the Merkle tree, the signed checkpoints and the witnesses; report
-        the first position that does not check out (see `plaudit.store.verify`)."""
-        return self._verifier.verify(against, workers=workers, full=full, witness=witness)
+        the first position that does not check out (see `plaudit.store.verify`). `writers`:
+        also every event's writer signature (`plaudit.store.writers`)."""
+        return self._verifier.verify(
+            against, workers=workers, full=full, witness=witness, writers=writers
+        )
+
+    def register_writer(self, verifier_key: str) -> AppendResult:
+        """Register a writer (its C2SP verifier key string): events it signs pass
+        `verify(writers=True)`."""
+        from plaudit.events import make_event
+        from plaudit.store.signed_note import parse_verifier_key
+        from plaudit.store.writers import WRITER_TYPE
+
+        key = parse_verifier_key(verifier_key, where="writer key")
+        return self.append(make_event(WRITER_TYPE, {"key": str(key)}, id=f"writer-{key.label}"))
 
     def key_info(self) -> Any:
         """The public key that signs this log's checkpoints, and its fingerprint."""
@@ -235,6 +257,13 @@ class EventLog:
         from plaudit.store.proving import rotate_key
 
         return rotate_key(self)
+
+    def check_receipt(self, note: str | bytes) -> Any:
+        """What became of the events of an `enqueue` receipt: a `ReceiptReport` saying, per
+        event, sequenced (with the content received), pending, changed or dropped."""
+        from plaudit.store.proving import check_receipt
+
+        return check_receipt(self, note)
 
     def checkpoint(self) -> Any:
         """Sign a checkpoint of the log as it is now; it also goes to every witness."""

@@ -245,10 +245,28 @@ class PostgresSequencer(Sequencer):
         if request.done:
             return Ticket(request)
         settled = settle(request.prepared, c.found, request.on_conflict, None)
-        request.result, request.done = BatchResult(settled.results), True
+        receipt = self._receipt([p for p in request.prepared if p.event.id in c.own])
+        request.result, request.done = BatchResult(settled.results, receipt), True
         if c.own:
             self._remember_queued()
         return Ticket(request, durable=True)
+
+    def _receipt(self, queued: list[Prepared]) -> str | None:
+        """The log's signed receipt for events taken in but not yet sequenced (None when
+        there are none, or no key to sign with: the events are queued all the same)."""
+        if not queued:
+            return None
+        from plaudit.store.receipts import sign_receipt
+
+        try:
+            key = self.core.checkpointer.current_key()
+        except PlauditError:
+            return None
+        return sign_receipt(key, queued, now_ms())
+
+    def pending_ids(self, ids: Sequence[str]) -> set[str]:
+        with self.backend.intake() as tx:
+            return self.ops.sequenced(tx, list(ids))[1]
 
     def _remember_queued(self) -> None:
         if not self._queued:

@@ -234,3 +234,33 @@ def rotate_key(log: EventLog) -> KeyInfo:
         os.link(path, path.with_name(f"{path.name}.retired-{old.fingerprint[:16]}"))
     os.replace(pending, path)
     return key_info(log)
+
+
+def check_receipt(log: EventLog, note: str | bytes) -> Any:
+    """`plaudit log check-receipt`: whether each event of an `enqueue` receipt was sequenced
+    with the content it was received with (see `plaudit.store.receipts`)."""
+    from plaudit.errors import ConfigError, IntegrityError
+    from plaudit.store.receipts import check_receipt as check
+    from plaudit.store.receipts import open_receipt
+    from plaudit.store.rotation import timeline
+
+    key = log.checkpointer.existing_key()
+    if key is None:
+        raise ConfigError(
+            "no signing key found to check the receipt against (looked in "
+            f"{', '.join(log.checkpointer.key_locations())})"
+        )
+    with log.reading() as view:
+        keys = timeline(view.tx, key.public_key).spans
+    receipt = None
+    for _, public in reversed(keys):  # the current key first, then those it replaced
+        try:
+            receipt = open_receipt(note, public)
+            break
+        except IntegrityError:
+            continue
+    if receipt is None:
+        raise IntegrityError("the receipt is not signed by this log's key")
+    pending = log.sequencer.pending_ids([i for i, _ in receipt.events])
+    with log.reading() as view:
+        return check(view, receipt, pending)

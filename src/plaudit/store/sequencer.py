@@ -97,7 +97,7 @@ class Sequencer(ABC):
         """Hand one call over. `enqueue`: the ticket may resolve once the events are durable,
         before they have positions. `durable=False` (with `fn`): the commit may return before
         it reaches the disk (see `EventLog.run`)."""
-        request = Request(prepared, on_conflict, fn, durable)
+        request = Request(self.core.sign(prepared), on_conflict, fn, durable)
         return self._submit(request, enqueue=enqueue)
 
     @abstractmethod
@@ -108,6 +108,10 @@ class Sequencer(ABC):
     def leased(self) -> Iterator[Leased]:
         """The lease from the first line of the block to its commit, with every event
         acknowledged so far sequenced (pending intake first): `EventLog.writer`."""
+
+    def pending_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` wait to be sequenced (none, where nothing waits)."""
+        return set()
 
     def sequence_pending(self) -> int:
         """Give positions to events that are durable but wait for them; returns how many."""

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from plaudit.store.backend import Tx
     from plaudit.store.checkpointing import Checkpointer
     from plaudit.store.projections import ProjectionManager
+    from plaudit.store.writers import WriterKey
 
 
 class Request:
@@ -68,13 +69,23 @@ class Sequencing:
     """Numbers, chains, inserts and projects events under the lease (see the module)."""
 
     def __init__(
-        self, ops: LogOps, projections: ProjectionManager, checkpointer: Checkpointer
+        self,
+        ops: LogOps,
+        projections: ProjectionManager,
+        checkpointer: Checkpointer,
+        signer: WriterKey | None = None,
     ) -> None:
         self.ops = ops
         self.projections = projections
         self.checkpointer = checkpointer
+        #: This handle's writer key: every event it appends carries its signature.
+        self.signer = signer
         #: Events for trailing projections appended by this process (see `EventLog._settle`).
         self.trail_pending = 0
+
+    def sign(self, prepared: list[Prepared]) -> list[Prepared]:
+        """The events with this writer's signature, when it has a key (`store/writers.py`)."""
+        return prepared if self.signer is None or not prepared else self.signer.sign(prepared)
 
     def leased(self, tx: Tx, head: HeadState, *, savepoints: bool = True) -> Leased:
         return Leased(self, tx, head, savepoints=savepoints)
@@ -307,4 +318,4 @@ class Writer(LogView):
     ) -> BatchResult:
         if not prepared:
             return BatchResult([])
-        return self.leased.append(prepared, on_conflict)
+        return self.leased.append(self.leased.core.sign(prepared), on_conflict)

@@ -75,6 +75,8 @@ class VerifyReport(msgspec.Struct):
     #: What did not stop the check but needs a person: a witness directory that is missing
     #: (not mounted?), a key kept beside the database, a verifier state set aside.
     warnings: list[str] = msgspec.field(default_factory=list)
+    #: With `writers=True`: events no registered writer signed (`plaudit.store.writers`).
+    writers: dict[str, Any] | None = None
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
@@ -98,6 +100,23 @@ def _split(length: int, parts: int) -> list[tuple[int, int]]:
         return []
     step = -(-length // parts)
     return [(lo, min(lo + step - 1, length)) for lo in range(1, length + 1, step)]
+
+
+def _writers(tx: Tx, run: _Run) -> Any:
+    """Every event's writer signature checked; the first unsigned one fails the verify."""
+    from plaudit.store.writers import check_writers
+
+    view = LogView(tx)
+    rows = view.scan_columns(("seq", "id", "meta", "content_digest"))
+    signed = check_writers(view, rows)
+    if signed.unsigned:
+        first = signed.first[0]
+        run.fail(
+            first["seq"],
+            f"{signed.unsigned} of {signed.checked} events are not signed by a registered "
+            f"writer; the first, {first['id']!r}: {first['why']}",
+        )
+    return signed
 
 
 def _timeline(tx: Tx, public: bytes | None) -> tuple[Any, tuple[int, str] | None]:
@@ -210,6 +229,7 @@ class Verifier:
         workers: int | None = None,
         full: bool = False,
         witness: Sequence[str | os.PathLike[str]] = (),
+        writers: bool = False,
     ) -> VerifyReport:
         """Check the chain, the Merkle tree, every stored field of the head and of each
         checkpoint, the signatures and the witnesses; report the first position that does not
@@ -236,12 +256,16 @@ class Verifier:
             run = self._check(tx, cleanup, keys, confirmed, witnesses, workers, anchor)
             if rotation_problem is not None:
                 run.fail(*rotation_problem)
+            signed = _writers(tx, run) if writers else None
         if run.tree is not None:
             warnings += [w for out in run.tree.witnesses for w in out.get("warnings", [])]
         if run.first_bad is None and run.tree is not None and run.tree.confirmed is not None:
             problem = verifier_state.save(self.backend, run.tree.confirmed)
             warnings += [problem] if problem else []
-        return run.report(anchor, signatures, warnings)
+        report = run.report(anchor, signatures, warnings)
+        if signed is not None:
+            report.writers = msgspec.to_builtins(signed)
+        return report
 
     def _key(self, warnings: list[str]) -> tuple[Any, str]:
         """The log's key, if one can be found, and what the report says of signatures."""

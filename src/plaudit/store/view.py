@@ -21,7 +21,18 @@ from plaudit.store.projections import EVENT_SELECT, _row_to_event, scan, type_co
 _ID_CHUNK = 500
 #: Raw columns `scan_columns` may return.
 COLUMNS = frozenset(
-    ("seq", "id", "type", "ts_ms", "session_id", "source", "payload", "meta", "hash")
+    (
+        "seq",
+        "id",
+        "type",
+        "ts_ms",
+        "session_id",
+        "source",
+        "payload",
+        "meta",
+        "hash",
+        "content_digest",
+    )
 )
 #: How much of a quarantined line is kept.
 RAW_KEEP = 64 * 1024

@@ -102,6 +102,7 @@ def append(
         "conflicts": result.conflicts,
         "results": [{"id": r.id, "seq": r.seq, "status": r.status} for r in result.results],
         "head": p.log.head().digest,
+        "receipt": result.receipt,
     }
 
 
