@@ -31,6 +31,9 @@ _EXPORTS: dict[str, str] = {
     "Event": "plaudit.events",
     "StoredEvent": "plaudit.events",
     "make_event": "plaudit.events",
+    "TraceContext": "plaudit.tracecontext",
+    "current_trace": "plaudit.tracecontext",
+    "trace_context": "plaudit.tracecontext",
     "uuid7": "plaudit.ids",
     "evaluate_policy": "plaudit.signals.evaluate",
     "Checkpoint": "plaudit.store.checkpoints",
@@ -75,6 +78,7 @@ __all__ = [
     "Selection",
     "StoreNotFoundError",
     "StoredEvent",
+    "TraceContext",
     "Tx",
     "ValidationError",
     "VerifyReport",
@@ -82,9 +86,11 @@ __all__ = [
     "__version__",
     "check_consistency",
     "check_proof",
+    "current_trace",
     "evaluate_policy",
     "make_event",
     "register_projection",
+    "trace_context",
     "unregister_projection",
     "uuid7",
 ]
@@ -135,3 +141,4 @@ if TYPE_CHECKING:
     )
     from plaudit.store.checkpoints import Checkpoint
     from plaudit.store.proofs import ProofReport, check_consistency, check_proof
+    from plaudit.tracecontext import TraceContext, current_trace, trace_context

@@ -16,12 +16,22 @@ const run = promisify(execFile);
 const work = mkdtempSync(join(tmpdir(), "plaudit-package-"));
 after(() => rmSync(work, { recursive: true, force: true }));
 
-/** The README's agent loop: the ```ts block after the `<!-- agent-loop -->` marker, as written. */
-function readmeLoop() {
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  const block = readme.split("<!-- agent-loop -->")[1]?.match(/```ts\n([\s\S]*?)```/)?.[1];
-  assert.ok(block, "README.md has the agent loop after <!-- agent-loop -->");
+/**
+ * The agent loop of a markdown file: the ```ts block after its `<!-- agent-loop -->` marker.
+ * @param {string} path
+ */
+function agentLoop(path) {
+  const text = readFileSync(path, "utf8");
+  const block = text.split("<!-- agent-loop -->")[1]?.match(/```ts\n([\s\S]*?)```/)?.[1];
+  assert.ok(block, `${path} has the agent loop after <!-- agent-loop -->`);
   return block;
+}
+
+/** The README's loop, which docs/typescript.md shows too, word for word. */
+function readmeLoop() {
+  const loop = agentLoop(join(ROOT, "README.md"));
+  assert.equal(agentLoop(join(ROOT, "..", "..", "docs", "typescript.md")), loop);
+  return loop;
 }
 
 test("npm pack makes a package a fresh project installs, compiles the README's loop against and runs", async () => {
