@@ -30,28 +30,13 @@ import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import percentile, table
+from common import percentile, proc_cpu, table
 from http_load import Serve
 
 ARMS = [{"id": f"tool:bench:t{i:02d}", "tokens": 100 + 10 * i} for i in range(20)]
 SELECT = {"arms": ARMS, "token_budget": 1500, "context": "bench"}
 RECORD = {"category": "successful_validation", "action": "bench call"}
 ENTRY = "import sys; from plaudit.cli import main; sys.exit(main())"
-
-
-def proc_cpu(pid: int) -> float:
-    """User + system CPU seconds of process `pid` and its direct children (Linux /proc)."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat) as f:
-                fields = f.read().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if stat == f"/proc/{pid}/stat" or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
 
 
 def stdio_pid() -> int:

@@ -136,3 +136,31 @@ def test_errors_are_the_clis_one_line_messages(db_url: str) -> None:
     assert texts[4].startswith("error: traceparent: '1' is not a W3C traceparent")
     bad = cli(db_url, "--traceparent", "1", "ledger", "record", "--category", "x", "--action", "y")
     assert bad.stderr.strip().startswith("error: --traceparent: '1' is not a W3C traceparent")
+
+
+def test_without_the_extra_mcp_is_one_line_and_serve_runs_without_it(
+    monkeypatch, tmp_path: Path, capsys
+) -> None:
+    from plaudit.cli import main
+
+    for name in list(sys.modules):
+        if name.partition(".")[0] in ("mcp", "mcp_types"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    db = str(tmp_path / "x.db")
+    assert main(["mcp", "--db", db]) == 2
+    assert capsys.readouterr().err == (
+        "error: plaudit mcp needs the mcp extra: pip install 'plaudit[mcp]'\n"
+    )
+    assert not Path(db).exists()
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from plaudit.server.app import create_app
+
+    with Plaudit.open(db) as p, TestClient(create_app(p)) as client:
+        health = client.get("/v1/health").json()
+        assert health["skipped_routes"]["plaudit.mcp"] == (
+            "plaudit mcp needs the mcp extra: pip install 'plaudit[mcp]'"
+        )
+        assert client.post("/mcp", json={}).status_code == 404

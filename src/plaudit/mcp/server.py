@@ -172,10 +172,17 @@ def build_server(p: Plaudit, *, root: str | None = tools.LOCAL) -> Server[Any]:
             ]
         )
 
+    def input_schema(name: str) -> dict[str, Any] | None:
+        tool = tools.TOOLS.get(name)
+        return None if tool is None else tool.schema
+
     return Server(
         "plaudit",
         version=__version__,
         instructions=INSTRUCTIONS,
+        # Streamable HTTP checks `Mcp-Param-*` headers against the tool's schema: given here,
+        # without running (and serialising) the whole tools/list for each call.
+        get_tool_input_schema=input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         on_list_resources=list_resources,

@@ -17,6 +17,7 @@ import msgspec
 
 from plaudit.errors import NotFoundError, ValidationError
 from plaudit.files import confine
+from plaudit.signals.contract import OUTCOMES
 from plaudit.signals.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -287,10 +288,7 @@ TOOLS: dict[str, Tool] = {
             _obj(
                 {
                     "decision_id": DECISION_ID,
-                    "outcome": {
-                        "type": "string",
-                        "enum": ["success", "partial", "failure", "wasted"],
-                    },
+                    "outcome": {"type": "string", "enum": list(OUTCOMES)},
                     "task_executed": TASK,
                     "time_to_resolution_ms": {"type": "integer", "minimum": 0, "maximum": INT53},
                     "manual_override_task": _text("Task the user switched to.", max_length=1000),

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from plaudit.signals.contract import OUTCOMES
 from plaudit.traces.otlp import Span
 
 LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
@@ -32,7 +33,6 @@ TOOL_OPERATIONS = frozenset({"execute_tool"})
 OI_MODEL = frozenset({"LLM"})
 OI_AGENT = frozenset({"AGENT"})
 OI_TOOL = frozenset({"TOOL"})
-OUTCOMES = frozenset({"success", "partial", "failure", "wasted"})
 #: Longest text taken from one attribute (the bandit reads at most 16 MiB per run).
 MAX_TEXT = 1 << 20
 
@@ -257,4 +257,4 @@ def extract(span: Span) -> Extract:
     return ex
 
 
-__all__ = ["OUTCOMES", "Extract", "extract"]
+__all__ = ["Extract", "extract"]
