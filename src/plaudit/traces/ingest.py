@@ -139,11 +139,31 @@ def _trace_run(span: Span, links: list[_Link]) -> str | None:
     return (before[-1] if before else selects[0]).run_id
 
 
+def _ends(spans: list[Span], links: dict[str, list[_Link]]) -> dict[tuple[str, str], str]:
+    """(trace, span id) -> run, for the spans that end runs selected in their trace: the
+    select's span, or its parent when the select's span is a client span (here or kept)."""
+    ends: dict[tuple[str, str], str] = {}
+    clients: dict[tuple[str, str], str] = {
+        (s.trace_id, s.span_id): s.parent_id for s in spans if s.kind == SPAN_KIND_CLIENT
+    }
+    for trace, rows in links.items():
+        for lk in rows:
+            if lk.kind == "span" and lk.span_kind == SPAN_KIND_CLIENT:
+                clients.setdefault((trace, lk.span_id), lk.parent_id)
+    for trace, rows in links.items():
+        for lk in rows:
+            if lk.kind == "select":
+                parent = clients.get((trace, lk.span_id))
+                ends[(trace, lk.span_id if parent is None else parent)] = lk.run_id
+    return ends
+
+
 def _assign(
     spans: list[Span], exs: list[Extract], links: dict[str, list[_Link]]
-) -> tuple[dict[str, _Run], list[int]]:
-    """Runs and their spans; and the spans naming a decision."""
+) -> tuple[dict[str, _Run], list[int], dict[tuple[str, str], str]]:
+    """Runs and their spans; the spans naming a decision; the spans that end runs."""
     index = {(s.trace_id, s.span_id): i for i, s in enumerate(spans)}
+    ends = _ends(spans, links)
     runs: dict[str, _Run] = {}
     decisions = []
     for i, s in enumerate(spans):
@@ -153,39 +173,33 @@ def _assign(
         run_id = _attribute_run(i, spans, exs, index)
         by_attribute = run_id is not None
         if run_id is None:
-            run_id = _trace_run(s, links.get(s.trace_id, []))
+            run_id = ends.get((s.trace_id, s.span_id)) or _trace_run(s, links.get(s.trace_id, []))
         if run_id is None:
             continue
         run = runs.setdefault(run_id, _Run(run_id))
         run.spans.append(i)
         run.by_attribute = run.by_attribute or by_attribute
-    return runs, decisions
+    return runs, decisions, ends
 
 
-def _end(run: _Run, spans: list[Span], exs: list[Extract], links: list[_Link]) -> int | None:
+def _end(
+    run: _Run, spans: list[Span], exs: list[Extract], links: list[_Link], ends: dict
+) -> int | None:
     """The index of the run's end span in this payload, or None when it has not arrived."""
     mine = set(run.spans)
-    select = next((lk for lk in links if lk.kind == "select" and lk.run_id == run.run_id), None)
-    if select is None or run.by_attribute:
+    select = any(lk.kind == "select" and lk.run_id == run.run_id for lk in links)
+    if not select or run.by_attribute:
         tagged = [
             i
             for i in run.spans
             if exs[i].run_id == run.run_id
-            and not any(
-                j in mine and spans[j].span_id == spans[i].parent_id for j in run.spans if j != i
-            )
+            and not any(spans[j].span_id == spans[i].parent_id for j in mine if j != i)
         ]
         return min(tagged, key=lambda i: spans[i].start_ns) if tagged else None
-    end_id = select.span_id
-    at = {spans[i].span_id: i for i in run.spans}
-    kept = {lk.span_id: lk for lk in links if lk.kind == "span" and lk.run_id == run.run_id}
-    if end_id in at and spans[at[end_id]].kind == SPAN_KIND_CLIENT:
-        end_id = spans[at[end_id]].parent_id
-    elif end_id in kept and kept[end_id].span_kind == SPAN_KIND_CLIENT:
-        end_id = kept[end_id].parent_id
-    elif end_id not in at:
-        return None  # the select's own span has not arrived: its kind decides the end
-    return at.get(end_id)
+    return next(
+        (i for i in run.spans if ends.get((spans[i].trace_id, spans[i].span_id)) == run.run_id),
+        None,
+    )
 
 
 def _contribution(span: Span, ex: Extract) -> dict[str, Any]:
@@ -279,7 +293,7 @@ def ingest_spans(p: Plaudit, spans: list[Span]) -> IngestReport:
     exs = [extract(s) for s in spans]
     traces = {s.trace_id for s in spans}
     links = _links(p, traces) if traces else {}
-    runs, decision_spans = _assign(spans, exs, links)
+    runs, decision_spans, ends = _assign(spans, exs, links)
     outcomes = _plan_outcomes(p, spans, exs, decision_spans)
     report.unknown += len(decision_spans) - len(outcomes)
     kept: list[Any] = []
@@ -293,7 +307,7 @@ def ingest_spans(p: Plaudit, spans: list[Span]) -> IngestReport:
             report.unknown += len(run.spans)
             continue
         trace_links = links.get(spans[run.spans[0]].trace_id, [])
-        end = _end(run, spans, exs, trace_links)
+        end = _end(run, spans, exs, trace_links, ends)
         if end is not None:
             to_observe.append((run, end))
             continue
