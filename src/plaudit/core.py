@@ -28,8 +28,8 @@ class _TracedLog(EventLog):
     `EventLog.run` group-commits: a function may run in another thread (the group's
     leader), where the events it makes would otherwise carry that thread's trace."""
 
-    def run(self, fn: Callable[[Writer], T], *, durable: bool = True, ids: Sequence[str] = ()) -> T:
-        return super().run(bind(fn), durable=durable, ids=ids)
+    def run(self, fn: Callable[[Writer], T], **options: Any) -> T:
+        return super().run(bind(fn), **options)
 
 
 class Plaudit:
