@@ -36,6 +36,7 @@ PINNED = {
     "Checkpoint",
     "ConfigError",
     "ConflictError",
+    "DeadlineError",
     "Event",
     "EventLog",
     "Head",
