@@ -33,12 +33,13 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 #: version-traceid-parentid-flags; a later version may append fields after another dash.
-_TRACEPARENT_RE = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+#: Patterns are compiled on first use (`re` caches them): shell hooks import this module.
+_TRACEPARENT = r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$"
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 #: The spec's limit for tracestate: 32 list members of at most 256 characters each.
 MAX_TRACESTATE = 32 * 257
-_TRACESTATE_BAD = re.compile(r"[^\x20-\x7e]")
+_TRACESTATE_BAD = r"[^\x20-\x7e]"
 
 
 class TraceContext:
@@ -93,7 +94,7 @@ def parse_traceparent(
     if not isinstance(value, str):
         raise ValidationError(field, f"must be a string, got {type(value).__name__}")
     text = value.strip()
-    m = _TRACEPARENT_RE.match(text)
+    m = re.match(_TRACEPARENT, text)
     if m is None:
         raise ValidationError(
             field,
@@ -114,7 +115,7 @@ def parse_traceparent(
         state_field = "tracestate" if field == "traceparent" else f"{field} tracestate"
         if not isinstance(tracestate, str):
             raise ValidationError(state_field, f"must be a string, got {type(tracestate).__name__}")
-        if len(tracestate) > MAX_TRACESTATE or _TRACESTATE_BAD.search(tracestate):
+        if len(tracestate) > MAX_TRACESTATE or re.search(_TRACESTATE_BAD, tracestate):
             raise ValidationError(state_field, "must be printable ASCII of at most 32 list members")
         state = tracestate.strip() or None
     return TraceContext(trace_id, span_id, flags, state)
