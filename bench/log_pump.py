@@ -7,12 +7,12 @@
 Each of `--writers` processes opens the store with `PLAUDIT_HOST_GROUP=0` and appends single
 events through `log.append` for `--seconds`. Appends that find the lease taken go through the
 intake, and whichever process runs the pump gives them positions in passes. In every process
-`PostgresSequencer._pump_pass` is wrapped to time each pass (wall and the pump thread's CPU) and count
-the events it took; with `--statements`, psycopg's `Cursor.execute` is wrapped too, to count
-the statements sent, by kind: the pump thread's per pass that took events (an empty pass's
-statements count towards the next), and every thread's per second, summed over the
-processes (the writers' statements are "appender"; a new connection shows as its
-`CREATE SCHEMA IF NOT EXISTS`).
+`PostgresSequencer._pump_pass` is wrapped to time each pass (wall and the pump thread's CPU)
+and count the events it took; with `--statements`, psycopg's `Cursor.execute` is wrapped too,
+to count the statements sent, by kind: the pump thread's per pass that took events (an empty
+pass's statements count towards the next), and every thread's per second, summed over the
+processes (the writers' statements are "appender"; a new connection shows as its `CREATE SCHEMA
+IF NOT EXISTS`).
 
 Reported per run, and as medians over `--runs`: appends a second, the writers' CPU per append,
 passes, a pass's median wall and CPU time, events per pass, and the load average.

@@ -88,5 +88,8 @@ def holder(pid: int | None, host_name: str | None) -> str:
 
 
 def waited(what: str, seconds: float, who: str, advice: str) -> DeadlineError:
-    """The error a waiter gets at its deadline."""
+    """The error a waiter gets at its deadline (`seconds` 0: it did not wait, because the
+    holder it ran out of time on before is still stopped)."""
+    if seconds <= 0:
+        return DeadlineError(f"{what} is still held by {who}, which is stopped: {advice}")
     return DeadlineError(f"waited {seconds:g} s for {what}, held by {who}: {advice}")

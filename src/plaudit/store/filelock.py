@@ -36,6 +36,9 @@ class FileLock:
         self._wanted = False
         self._granted = False
         self._me = b""
+        #: The holder a wait last ran out of time on: if it is still stopped, the next call
+        #: is told at once instead of waiting the whole deadline again.
+        self._stalled_by: tuple[int, str] | None = None
 
     def _descriptor(self) -> int:
         if self._fd is None:
@@ -56,15 +59,28 @@ class FileLock:
                     self._mark(fd)
                     return
             self._wanted = True
+            stalled = self._stalled_by
+            if (
+                stalled is not None
+                and self._identity() == stalled
+                and deadlines.process_state(stalled[0]) == "stopped"
+            ):
+                self._wanted = False
+                raise self._waited(0.0)
             got = self._cv.wait_for(lambda: self._granted, timeout=deadline_s)
             if got:
                 self._granted = self._waiting = self._wanted = False
+                self._stalled_by = None
                 self._mark(fd)
                 return
             self._wanted = False
-        raise deadlines.waited(
+            self._stalled_by = self._identity()
+        raise self._waited(deadline_s)
+
+    def _waited(self, seconds: float) -> Exception:
+        return deadlines.waited(
             f"the write lock of {self.path[: -len('.lock')]}",
-            deadline_s,
+            seconds,
             self.holder(),
             "a writer that stops inside a transaction keeps every other waiting; resume or "
             "end that process, then retry (a retried append is idempotent)",
@@ -94,13 +110,18 @@ class FileLock:
         with contextlib.suppress(OSError):
             os.pwrite(fd, self._me, 0)
 
-    def holder(self) -> str:
+    def _identity(self) -> tuple[int, str] | None:
+        """(pid, host) the holder wrote into the file, if it could be read."""
         try:
             text = os.pread(self._descriptor(), _HOLDER_BYTES, 0).decode(errors="replace")
             pid, host = text.split()[:2]
-            return deadlines.holder(int(pid), host)
+            return int(pid), host
         except (OSError, ValueError):
-            return "another process"
+            return None
+
+    def holder(self) -> str:
+        who = self._identity()
+        return "another process" if who is None else deadlines.holder(*who)
 
     def release(self) -> None:
         if self._fd is not None:

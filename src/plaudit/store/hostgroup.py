@@ -48,9 +48,10 @@ from typing import Any
 import msgspec
 
 from plaudit.events import Prepared
+from plaudit.store.deadlines import process_state
 
 #: Bumped when the frames change: a leader and a follower of different versions do not talk.
-PROTOCOL = 1
+PROTOCOL = 2
 ENV = "PLAUDIT_HOST_GROUP"
 #: A follower that found no leader (or lost one) writes for itself, and asks again after this.
 RETRY_S = 0.05
@@ -59,6 +60,9 @@ RETRY_S = 0.05
 #: accepts connections: only an answer proves it is back). A stopped leader so costs a
 #: follower the deadline once, not on every call.
 PROBE_S = 1.0
+#: While it waits for an answer, a follower checks this often whether the leader's process
+#: was stopped; one that was is given up on at once.
+ANSWER_POLL_S = 0.05
 #: The most bytes one frame may carry (a follower's oversize call is written locally).
 FRAME_LIMIT = 64 << 20
 _LEN = struct.Struct("!I")
@@ -119,6 +123,15 @@ def lock_path(key: str) -> Path:
     return _runtime_dir() / f"{_name_of(key)}.lock"
 
 
+def _holder_pid(lock: Path) -> int:
+    """The pid the leader wrote into its lock file (0: unknown)."""
+    try:
+        text = lock.read_text().strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
 def _frame(obj: Any) -> bytes:
     body = msgspec.msgpack.encode(obj)
     return _LEN.pack(len(body)) + body
@@ -158,6 +171,8 @@ class HostGroup:
         self._deadline_s = deadline_s
         #: Set while the leader failed to answer within the deadline (see PROBE_S).
         self._suspect = False
+        #: The leader's pid, from its greeting (same host: its state can be read).
+        self._leader_pid = 0
         self._name = digest
         self._fingerprint = fingerprint
         self._commit = commit
@@ -204,6 +219,7 @@ class HostGroup:
         try:
             sock.settimeout(self._deadline_s)
             sock.sendall(_frame(_Call(on_conflict, prepared)))
+            self._await_answer(sock, self._deadline_s)
             kind, value = _read_frame(sock)
         except TimeoutError:
             self._drop(sock)
@@ -221,6 +237,22 @@ class HostGroup:
 
             raise ConflictError(value)
         return None  # the leader's write failed for a reason of its own: try it here
+
+    def _await_answer(self, sock: socket.socket, timeout: float) -> None:
+        """Wait until the leader's answer starts to arrive: at most `timeout`, and not at all
+        once the leader's process is seen stopped (SIGSTOP). Raises TimeoutError."""
+        import select
+
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if select.select([sock], [], [], min(ANSWER_POLL_S, left))[0]:
+                sock.settimeout(max(left, 0.001))
+                return
+            if self._leader_pid and process_state(self._leader_pid) == "stopped":
+                raise TimeoutError
 
     def _distrust(self) -> None:
         """The leader did not answer in time (stopped?): write for ourselves until a probe in
@@ -249,17 +281,20 @@ class HostGroup:
 
     def _handshake(self, timeout: float) -> socket.socket | None:
         """A connection to the leader that answered the greeting within `timeout` (None: no
-        leader listens); raises TimeoutError when one accepted but did not answer."""
+        leader listens); raises TimeoutError when one accepted but did not answer (a
+        stopped leader's socket still accepts: its pid, from the lock file, tells sooner)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            self._leader_pid = _holder_pid(_runtime_dir() / f"{self._name}.lock")
             sock.settimeout(timeout)
             sock.connect(str(_runtime_dir() / f"{self._name}.sock"))
             sock.sendall(_frame((PROTOCOL, self._fingerprint())))
-            ok = _read_frame(sock)
+            self._await_answer(sock, timeout)
+            ok, self._leader_pid = _read_frame(sock)
         except TimeoutError:
             sock.close()
             raise
-        except (OSError, ConnectionError, ValueError, msgspec.DecodeError):
+        except (OSError, ConnectionError, ValueError, TypeError, msgspec.DecodeError):
             sock.close()
             return None
         if ok != "ok":
@@ -334,6 +369,9 @@ class HostGroup:
             self._usable = False
             return False
         self._lock_fd = fd
+        with contextlib.suppress(OSError):  # followers read who leads, to tell it is stopped
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._server = _Server(listener, path, self._fingerprint, self._commit)
         self._server.start()
         return True
@@ -529,7 +567,7 @@ class _Server:
                 if sock not in greeted:
                     version, fingerprint = msgspec.msgpack.decode(body)
                     same = version == PROTOCOL and fingerprint == self._fingerprint()
-                    sock.sendall(_frame("ok" if same else "refused"))
+                    sock.sendall(_frame(("ok" if same else "refused", os.getpid())))
                     if not same:
                         return False
                     greeted.add(sock)

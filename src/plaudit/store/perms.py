@@ -12,7 +12,6 @@ Only what plaudit creates is touched: an existing file or directory keeps its mo
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from plaudit.errors import ConfigError
 
@@ -50,18 +49,22 @@ def _own(path: str | os.PathLike[str], mode: int) -> None:
 
 
 def make_dirs(path: str | os.PathLike[str]) -> None:
-    """Create `path` and any missing parents, each new one private (or the group's)."""
-    missing: list[Path] = []
-    p = Path(path)
-    while not p.exists():
+    """Create `path` and any missing parents, each new one private (or the group's).
+    (os.path, not pathlib: a shell hook's emit must not pay for importing it.)"""
+    p = os.path.abspath(os.fspath(path))
+    if os.path.exists(p) and not os.path.isdir(p):
+        raise NotADirectoryError(20, "not a directory", p)
+    missing: list[str] = []
+    while not os.path.exists(p):
         missing.append(p)
-        if p.parent == p:
+        parent = os.path.dirname(p)
+        if parent == p:
             break
-        p = p.parent
+        p = parent
     mode = dir_mode()
     for d in reversed(missing):
         try:
-            d.mkdir(mode=mode)
+            os.mkdir(d, mode)
         except FileExistsError:
             continue  # another process made it meanwhile: its mode is its own
         _own(d, mode)

@@ -41,12 +41,20 @@ if TYPE_CHECKING:
 Taken = tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]]
 
 
+class HeadMoved(Exception):
+    """A transaction that went ahead on the head this process last wrote found it had moved
+    (or intake pending, an id held): it was rolled back, nothing written. The sequencer then
+    reads the head and writes as usual."""
+
+
 class Lease(NamedTuple):
-    """A sequencing transaction: the lease held, the head read under it, the intake taken."""
+    """A sequencing transaction: the lease held, the head read under it, the intake taken,
+    and which of the ids asked for the log holds (None: not asked)."""
 
     tx: PostgresTx
     head: HeadState
     taken: Taken
+    held: dict[str, tuple[bytes, int]] | None = None
 
 
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -87,6 +95,8 @@ def _translated() -> Iterator[None]:
 
     try:
         yield
+    except psycopg.errors.DivisionByZero:
+        raise  # `PostgresOps.expect_head`'s refusal (or `ABORT`), not the input's fault
     except psycopg.DataError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValidationError("value", f"the database cannot store it: {first}") from None
@@ -278,6 +288,8 @@ class PostgresBackend(Backend):
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
         if self.schema:
             conn.execute(f'SET search_path TO "{self.schema}"')
+        # Every lock wait of this session ends at the deadline (the lease's holder is named).
+        conn.execute(f"SET lock_timeout = {int(self.deadline_s * 1000)}")
         if not self.create:
             self._require_store(conn)
         # Transactions are explicit (BEGIN/COMMIT below), never psycopg's implicit ones.
@@ -325,8 +337,7 @@ class PostgresBackend(Backend):
         try:
             try:  # one round trip: BEGIN, the deadlines and the lease in one simple query
                 conn.execute(
-                    f"BEGIN; SET LOCAL lock_timeout = {int(self.deadline_s * 1000)}; "
-                    f"SET LOCAL idle_in_transaction_session_timeout = {idle}; {LEASE_SQL}"
+                    f"BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; {LEASE_SQL}"
                 )
             except psycopg.errors.LockNotAvailable:
                 self._end(conn, "ROLLBACK")
@@ -334,92 +345,154 @@ class PostgresBackend(Backend):
                 raise self._lease_deadline() from None
             tx = self._local.write_tx = PostgresTx(conn)
             yield tx
-        except BaseException:
+        except BaseException as exc:
             self._end(conn, "ROLLBACK")
+            if isinstance(exc, psycopg.OperationalError):
+                self._replace(conn)
+                raise _lost(exc) from None
             raise
         else:
-            conn.execute("COMMIT")
+            try:
+                conn.execute("COMMIT")
+            except psycopg.OperationalError as exc:
+                self._replace(conn)
+                raise _lost(exc) from None
         finally:
             self._local.in_write = False
 
     @contextmanager
     def lease(
-        self, *, wait: bool, take: int | None = None, conn: Any = None
+        self,
+        *,
+        wait: bool = False,
+        take: int | None = None,
+        ids: Sequence[str] | None = None,
+        expect: HeadState | None = None,
+        conn: Any = None,
     ) -> Iterator[Lease | None]:
         """A sequencing transaction holding the lease, with the head row read under it; with
         `wait=False`, None at once when another writer holds it. With `take`, up to that many
-        pending intake rows are taken in the same statement (`PostgresOps.take_if_leased`):
-        the lease's `taken`. `conn`: a connection of the caller's own (the pump's) instead of
-        this thread's.
+        pending intake rows are taken in the same statement (the lease's `taken`); with `ids`,
+        which of them the log holds (its `held`). `conn`: a connection of the caller's own
+        (the pump's) instead of this thread's.
 
-        Sent in pipeline mode: BEGIN, the deadlines, the lease and the head travel in one
-        round trip, and the writes nobody reads (rows, tree, projection states, the relay's
+        With `expect` (the head this process's last write left), nothing is read: the
+        transaction goes ahead on that head, and a statement that needs no answer checks it
+        under the lease (`PostgresOps.expect_head`); if it was wrong, the transaction is
+        rolled back and `HeadMoved` raised, nothing written. Nothing is read before the end,
+        so there is no BEGIN or COMMIT either: the statements a pipeline sends before its Sync
+        are one transaction, which the Sync commits. One round trip in all.
+
+        Otherwise sent in pipeline mode too: BEGIN, the lease and the head travel in one round
+        trip, and the writes nobody reads (rows, tree, projection states, the relay's
         notification) travel with COMMIT, whose errors are translated as they would be at the
         statement. A lease waited for past the deadline raises `DeadlineError` naming its
-        holder; a holder idle for half the deadline loses its session (`set_deadlines`)."""
+        holder; a holder idle for half the deadline loses its session."""
         import psycopg
 
         own = conn is None
-        if conn is None:
-            conn = self.connection()
+        conn = conn if conn is not None else self.connection()
         self._local.in_write = True
-        failure: BaseException | None = None
-        started: HeadState | None = None
+        state: dict[str, Any] = {"head": None, "aborted": False}
         try:
             with _translated():
-                try:
-                    with conn.pipeline() as pipeline:
-                        conn.execute("BEGIN")
-                        tx = self._local.write_tx = PostgresTx(conn)
-                        tx.pipelined, tx.pipeline = True, pipeline
-                        try:
-                            self.ops.set_deadlines(tx, self.deadline_s)
-                            taken: Taken = ([], {})
-                            if take is not None:
-                                got = self.ops.take_if_leased(tx, take)
-                                head = None if got is None else got[0]
-                                if got is not None:
-                                    taken = (got[1], got[2])
-                            elif wait:
-                                head = self.ops.head_with_lease(tx)
-                            else:
-                                head = self.ops.head_if_leased(tx)
-                            if head is None:
-                                conn.execute("ROLLBACK")
-                                yield None
-                                return
-                            started = head
-                            yield Lease(tx, head, taken)
-                            conn.execute("COMMIT")
-                        except BaseException as exc:
-                            failure = exc
-                            with suppress(Exception):
-                                conn.execute("ROLLBACK")
-                except psycopg.Error as exc:  # leaving the pipeline read a refusal
-                    failure = failure or exc
-                if failure is not None:
-                    raise failure
-        except psycopg.errors.LockNotAvailable:
-            self._replace(conn, own)
-            self._local.in_write = False
-            raise self._lease_deadline() from None
-        except psycopg.Error as exc:
+                yield from self._pipelined(conn, state, wait, take, ids, expect)
+        except (psycopg.Error, ValidationError) as exc:
+            if not (state["aborted"] or isinstance(exc, psycopg.Error)):
+                raise  # the caller's own error: the transaction was rolled back
             # The server refused a statement and skipped the rest of the pipeline. psycopg
             # notes a statement as prepared when it sends the request (its fifth use), so a
             # skipped one stays noted and its next use fails: this connection is replaced.
             self._replace(conn, own)
-            if isinstance(exc, psycopg.errors.UniqueViolation):
-                # Ids were settled under the lease, so it is a position: the head is behind
-                # rows added outside plaudit.
-                raise IntegrityError.position_taken(started.seq if started else 0) from None
-            if isinstance(exc, psycopg.OperationalError):
-                raise BackendUnavailableError(
-                    f"the connection to PostgreSQL failed during a write: {_first_line(exc)} "
-                    "(nothing of it was acknowledged; a retry is safe)"
-                ) from None
+            self._local.in_write = False
+            raise self._refusal(exc, state["head"], expect is not None) from None
+        except BaseException:
+            if expect is not None:
+                self._replace(conn, own)  # the abort made the pipeline's transaction roll back
             raise
         finally:
             self._local.in_write = False
+
+    def _pipelined(
+        self,
+        conn: Any,
+        state: dict[str, Any],
+        wait: bool,
+        take: int | None,
+        ids: Sequence[str] | None,
+        expect: HeadState | None,
+    ) -> Iterator[Lease | None]:
+        """The body of `lease`: what it sends, and how it ends (see there)."""
+        import psycopg
+
+        failure: BaseException | None = None
+        try:
+            with conn.pipeline() as pipeline:
+                if expect is None:
+                    conn.execute("BEGIN")
+                tx = self._local.write_tx = PostgresTx(conn)
+                tx.pipelined, tx.pipeline = True, pipeline
+                try:
+                    lease = self._open(tx, wait, take, ids, expect)
+                    if lease is None:
+                        conn.execute("ROLLBACK")
+                        yield None
+                        return
+                    state["head"] = lease.head
+                    yield lease
+                    if expect is None:
+                        conn.execute("COMMIT")
+                except BaseException as exc:
+                    failure = exc
+                    state["aborted"] = isinstance(exc, psycopg.Error)
+                    # Undo what was sent: the Sync that leaving the pipeline sends would commit
+                    # an implicit transaction, so make it fail first.
+                    with suppress(Exception):
+                        conn.execute(self.ops.ABORT if expect is not None else "ROLLBACK")
+        except psycopg.Error as exc:  # leaving the pipeline read a refusal
+            state["aborted"] = True
+            failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _open(
+        self,
+        tx: PostgresTx,
+        wait: bool,
+        take: int | None,
+        ids: Sequence[str] | None,
+        expect: HeadState | None,
+    ) -> Lease | None:
+        """The lease's first statement, and what it read."""
+        if expect is not None:
+            self.ops.expect_head(tx, expect, ids or (), self.deadline_s)
+            return Lease(tx, expect._replace(pending=False), ([], {}), {})
+        if take is not None:
+            self.ops.set_deadlines(tx, self.deadline_s)
+            got = self.ops.take_if_leased(tx, take)
+            return None if got is None else Lease(tx, got[0], (got[1], got[2]))
+        opened = self.ops.head_with_lease(tx, self.deadline_s, ids, wait=wait)
+        return None if opened is None else Lease(tx, opened[0], ([], {}), opened[1])
+
+    def _refusal(self, exc: BaseException, head: HeadState | None, guessed: bool) -> Exception:
+        """What a refused sequencing transaction means, for its caller."""
+        import psycopg
+
+        if guessed and isinstance(
+            exc, psycopg.errors.DivisionByZero | psycopg.errors.PipelineAborted
+        ):
+            # The guess was refused (psycopg may report it on a later statement, as the
+            # pipeline aborted): the normal write runs next and meets any other cause itself.
+            return HeadMoved()
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return self._lease_deadline()
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            # Ids were settled under the lease, so it is a position: the head is behind rows
+            # added outside plaudit.
+            return IntegrityError.position_taken(head.seq if head is not None else 0)
+        if isinstance(exc, psycopg.OperationalError):
+            return _lost(exc)
+        return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
 
     def _replace(self, conn: Any, own: bool = True) -> None:
         """Drop a connection whose driver state can no longer be trusted."""
@@ -531,3 +604,19 @@ class PostgresBackend(Backend):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lost(exc: BaseException) -> BackendUnavailableError:
+    """A write whose session the server ended (or whose connection broke) mid-transaction."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+        return BackendUnavailableError(
+            "this process stayed idle inside its write transaction for longer than half the "
+            "store's deadline (stopped, or busy elsewhere), so the server ended its session "
+            "and gave the lease to others: nothing of the transaction was committed; retry it"
+        )
+    return BackendUnavailableError(
+        f"the connection to PostgreSQL failed during a write: {_first_line(exc)} "
+        "(nothing of it was acknowledged; a retry is safe)"
+    )

@@ -83,6 +83,36 @@ _HOLDER = (
 )
 
 
+#: Which of the ids in parameter `%s` the log holds, as one array of (id, hex digest, seq).
+_KNOWN_IDS = (
+    f"(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) FROM {_HELD})"
+)
+
+
+#: The lease, if the head is still exactly the one this process wrote last, no intake is
+#: pending and none of the ids in the last parameter is in the log; otherwise it divides by
+#: zero, which aborts the transaction (no statement of plaudit's divides otherwise). It needs
+#: no answer, so a group's whole transaction goes in one round trip (`expect_head`). It also
+#: sets the transaction's idle limit (`set_deadlines`).
+_EXPECT_HEAD = (
+    "SELECT 1 / COALESCE((SELECT CASE WHEN (h.seq, h.hash, h.tree_size, h.frontier, "
+    "h.checkpoint_size, h.checkpoint_ms) IS NOT DISTINCT FROM (%s::bigint, %s::bytea, "
+    "%s::bigint, %s::bytea, %s::bigint, %s::bigint) "
+    f"AND {SNAPSHOT_HEAD} = h.seq AND NOT {INTAKE_PENDING} "
+    f"AND NOT EXISTS (SELECT 1 FROM {_HELD}) THEN 1 ELSE 0 END "
+    "FROM plaudit_head h, (SELECT set_config('idle_in_transaction_session_timeout', %s, true)) d "
+    f"WHERE h.one = 1 AND pg_try_advisory_xact_lock({LEASE_KEY}) FOR UPDATE OF h), 0)"
+)
+#: Fails at once: queued after an error of plaudit's own inside a pipeline's implicit
+#: transaction, so that its Sync rolls back instead of committing what was sent.
+ABORT = "SELECT 1 / 0"
+
+
+def _idle_limit(deadline_s: float) -> str:
+    """How long a write transaction may stay idle: half the deadline."""
+    return f"{max(100, int(deadline_s * 500))}ms"
+
+
 def as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """Rows as one list per column, for an `unnest` of arrays."""
     return [list(col) for col in zip(*rows, strict=True)]
@@ -104,6 +134,8 @@ def _cursor(tx: Tx) -> Any:
 
 
 class PostgresOps(LogOps):
+    ABORT = ABORT
+
     def held(self, tx: Tx, ids: Iterable[str]) -> dict[str, tuple[bytes, int]]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
@@ -144,13 +176,13 @@ class PostgresOps(LogOps):
     # -- the lease ------------------------------------------------------------------------
     @staticmethod
     def set_deadlines(tx: Tx, deadline_s: float) -> None:
-        """This transaction waits at most the deadline for a lock, and loses its session (the
-        lease with it) when it stays idle for half of it: a stopped holder must not keep the
-        others waiting past their deadline (docs/log.md, "Deadlines")."""
+        """This transaction loses its session (the lease with it) when it stays idle for half
+        the deadline: a stopped holder must not keep the others waiting past their deadline
+        (docs/log.md, "Deadlines"). Lock waits end at the deadline (`lock_timeout`, set on
+        every connection)."""
         _cursor(tx).execute(
-            "SELECT set_config('lock_timeout', %s, true), "
-            "set_config('idle_in_transaction_session_timeout', %s, true)",
-            (f"{int(deadline_s * 1000)}ms", f"{max(100, int(deadline_s * 500))}ms"),
+            "SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+            (_idle_limit(deadline_s),),
         )
 
     def head_pending(self, tx: Tx) -> HeadState:
@@ -161,22 +193,52 @@ class PostgresOps(LogOps):
         row = cur.fetchone()
         return HeadState.from_row(row, bool(row[6]))
 
-    def head_with_lease(self, tx: Tx) -> HeadState:
-        """Wait for the lease and read the head row under it (with whether intake is pending),
-        in one statement."""
+    def head_with_lease(
+        self, tx: Tx, deadline_s: float, ids: Sequence[str] | None = None, *, wait: bool
+    ) -> tuple[HeadState, dict[str, tuple[bytes, int]] | None] | None:
+        """The lease (waited for, or None at once when `wait` is false and it is taken), the
+        head row under it with whether intake is pending, which of `ids` the log holds, and
+        this transaction's idle limit (`set_deadlines`): one statement."""
+        lease = (
+            f"EXISTS (SELECT pg_advisory_xact_lock({LEASE_KEY}))"
+            if wait
+            else f"pg_try_advisory_xact_lock({LEASE_KEY})"
+        )
         cur = _cursor(tx)
         cur.execute(
-            _head_select(INTAKE_PENDING, f"EXISTS (SELECT pg_advisory_xact_lock({LEASE_KEY}))")
+            "WITH d AS (SELECT set_config('idle_in_transaction_session_timeout', %s, true)) "
+            f"SELECT {', '.join('h.' + c for c in HEAD_COLUMNS.split(', '))}, {INTAKE_PENDING}, "
+            f"{_KNOWN_IDS}, {SNAPSHOT_HEAD} FROM plaudit_head h, d WHERE h.one = 1 AND {lease} "
+            "FOR UPDATE OF h",
+            (_idle_limit(deadline_s), list(ids or ())),
         )
         row = cur.fetchone()
-        return HeadState.from_row(row, bool(row[6]))
+        if row is None:
+            return None
+        head = HeadState.from_row(row, bool(row[6]))
+        if not ids:
+            return head, None
+        if row[8] != row[0]:  # the snapshot predates the lease: read the ids again under it
+            return head, self.held(tx, ids)
+        return head, {i: (bytes.fromhex(d), int(s)) for i, d, s in (row[7] or [])}
 
-    def head_if_leased(self, tx: Tx) -> HeadState | None:
-        """The lease and the head row if the lease is free; None (nothing waited for) if not."""
-        cur = _cursor(tx)
-        cur.execute(_head_select(INTAKE_PENDING, f"pg_try_advisory_xact_lock({LEASE_KEY})"))
-        row = cur.fetchone()
-        return None if row is None else HeadState.from_row(row, bool(row[6]))
+    def expect_head(self, tx: Tx, head: HeadState, ids: Sequence[str], deadline_s: float) -> None:
+        """Go ahead on `head` (the one this process's last write left) without reading it:
+        the statement checks, under the lease, that it is still the head, that no intake is
+        pending and that none of `ids` is in the log, and aborts the transaction if not."""
+        _cursor(tx).execute(
+            _EXPECT_HEAD,
+            [
+                head.seq,
+                head.hash,
+                head.tree_size,
+                head.frontier,
+                head.checkpoint_size,
+                head.checkpoint_ms,
+                list(ids),
+                _idle_limit(deadline_s),
+            ],
+        )
 
     def take_if_leased(
         self, tx: Tx, limit: int
@@ -297,9 +359,7 @@ class PostgresOps(LogOps):
         )
         return {r[0]: bytes(r[1]) for r in cur.fetchall()}
 
-    def sequenced(
-        self, tx: Tx, ids: list[str]
-    ) -> tuple[dict[str, tuple[bytes, int]], set[str]]:
+    def sequenced(self, tx: Tx, ids: list[str]) -> tuple[dict[str, tuple[bytes, int]], set[str]]:
         """(id -> (digest, seq) for sequenced ids, ids still pending): one statement."""
         cur = _cursor(tx)
         cur.execute(

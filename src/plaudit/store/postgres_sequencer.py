@@ -32,6 +32,7 @@ from plaudit.events import Event, Prepared, prepare
 from plaudit.ids import now_ms
 from plaudit.store import deadlines
 from plaudit.store.idempotency import AppendResult, BatchResult, resolved, settle, settle_group
+from plaudit.store.postgres import HeadMoved
 from plaudit.store.postgres_ops import INTAKE_PENDING
 from plaudit.store.relay import Pump, Relay, Result, Waiter, call_digest, encode_results
 from plaudit.store.sequencer import GroupCommit, Sequencer, Ticket
@@ -40,6 +41,7 @@ from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.store.hostgroup import HostGroup
+    from plaudit.store.ops import HeadState
     from plaudit.store.postgres import PostgresBackend, Taken
 
 #: Marks the token of an `enqueue` call, whose caller waits for no notification (a waiting
@@ -81,6 +83,11 @@ class PostgresSequencer(Sequencer):
         )
         #: Whether the last pass published a result someone waits for.
         self._pass_heard = True
+        #: The head this process's last write left, for the next group to go ahead on, and
+        #: how many groups to write without it after misses (see `_under_lease`).
+        self._expect: HeadState | None = None
+        self._misses = 0
+        self._skip = 0
         self._pump_asked = 0.0
         self._queued = False
         self.host: HostGroup | None = None
@@ -132,19 +139,49 @@ class PostgresSequencer(Sequencer):
             self._take_in(group)
 
     def _under_lease(self, group: list[Request], *, wait: bool) -> bool:
-        flush = True  # every PostgreSQL commit is flushed
+        """Write the group under the lease (waiting for it, or False at once if it is taken).
+
+        When this process wrote the head last, the group goes ahead on that head in one round
+        trip (`PostgresBackend.lease(expect=...)`); if another writer moved it meanwhile, that
+        attempt is rolled back whole and the group is written as usual. Misses make the next
+        attempts wait (1, 2, 4 ... 64 groups), so writers that take turns stop guessing."""
+        # Which of the group's ids the log holds comes with the lease, in one statement.
+        ids = None
+        if all(r.fn is None for r in group):
+            ids = list({p.event.id: None for r in group for p in r.prepared})
+            ids = ids if len(ids) <= 500 else None
+        expect, self._expect = self._expect, None
+        if expect is not None and ids is not None and self._skip == 0:
+            try:
+                self._write(group, self.backend.lease(expect=expect, ids=ids), guessed=True)
+                return True
+            except HeadMoved:
+                self._misses = min(max(1, 2 * self._misses), 64)
+                self._skip = self._misses
+            except Exception:
+                pass  # written as usual next: a request that raises is then undone alone
+        elif self._skip:
+            self._skip -= 1
+        return self._write(group, self.backend.lease(wait=wait, ids=ids))
+
+    def _write(self, group: list[Request], opening: Any, *, guessed: bool = False) -> bool:
+        """Write the group in the transaction `opening` gives (False: the lease is taken).
+        `guessed`: the implicit transaction of a guessed head, which has no savepoints."""
         try:
-            with self.backend.lease(wait=wait) as lease:
+            with opening as lease:
                 if lease is None:
                     return False
-                leased = self.core.leased(lease.tx, lease.head)
+                leased = self.core.leased(lease.tx, lease.head, savepoints=not guessed)
+                held = lease.held
                 if lease.head.pending:
-                    self._drain_all(leased)
-                leased.run(group)
+                    self._drain_all(leased)  # it may sequence some of the ids: look them up
+                    held = None
+                leased.run(group, held)
         except BaseException:
             self.core.undone()
             raise
-        self.core.committed(flushed=flush)
+        self.core.committed()  # every PostgreSQL commit is flushed
+        self._expect, self._misses = leased.head, 0
         deliver(group)
         return True
 

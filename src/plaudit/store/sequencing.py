@@ -76,8 +76,8 @@ class Sequencing:
         #: Events for trailing projections appended by this process (see `EventLog._settle`).
         self.trail_pending = 0
 
-    def leased(self, tx: Tx, head: HeadState) -> Leased:
-        return Leased(self, tx, head)
+    def leased(self, tx: Tx, head: HeadState, *, savepoints: bool = True) -> Leased:
+        return Leased(self, tx, head, savepoints=savepoints)
 
     def committed(self, *, flushed: bool = True) -> None:
         """The transaction committed: promote the projections' staged states and publish its
@@ -174,14 +174,17 @@ class Sequencing:
 
 
 class Leased:
-    """A transaction that holds the lease, with the head as its own writes left it."""
+    """A transaction that holds the lease, with the head as its own writes left it.
+    `savepoints` is False in a transaction that has none (PostgreSQL's implicit pipeline
+    transaction): a group written there stands or falls whole."""
 
-    __slots__ = ("core", "head", "tx")
+    __slots__ = ("core", "head", "savepoints", "tx")
 
-    def __init__(self, core: Sequencing, tx: Tx, head: HeadState) -> None:
+    def __init__(self, core: Sequencing, tx: Tx, head: HeadState, *, savepoints: bool = True):
         self.core = core
         self.tx = tx
         self.head = head
+        self.savepoints = savepoints
 
     def append(
         self,
@@ -199,28 +202,40 @@ class Leased:
         return BatchResult(s.results)
 
     def append_calls(
-        self, calls: Sequence[tuple[Sequence[Prepared], OnConflict]]
+        self,
+        calls: Sequence[tuple[Sequence[Prepared], OnConflict]],
+        held: Mapping[str, Any] | None = None,
     ) -> list[BatchResult | ConflictError]:
-        """Several calls as one write, with one look-up of all their ids: a strict call that
-        conflicts is left out whole (`settle_group`), with no savepoint per call."""
-        held = self.core.ops.held(self.tx, (p.event.id for c in calls for p in c[0]))
+        """Several calls as one write, with one look-up of all their ids (none when the caller
+        has it: `held`): a strict call that conflicts is left out whole (`settle_group`),
+        with no savepoint per call."""
+        if held is None:
+            held = self.core.ops.held(self.tx, (p.event.id for c in calls for p in c[0]))
         outcomes, new = settle_group(calls, held, self.head.seq + 1)
         if new:
             self.head = self.core.write_new(self.tx, self.head, new)
         return outcomes
 
-    def run(self, group: Sequence[Request]) -> None:
+    def run(self, group: Sequence[Request], held: Mapping[str, Any] | None = None) -> None:
         """Write every request of a group commit, setting each one's result or error.
 
         A lone request's error is raised (its transaction rolls back). In a group, plain
         append calls go together (`append_calls`), under one savepoint; a group with
         functions, or one whose joint write raised (a projection refusing an event), runs
         each request under a savepoint of its own, so one that raises is undone alone. If even
-        the undo fails, the transaction itself is broken and the error is raised."""
+        the undo fails, the transaction itself is broken and the error is raised. `held`: what
+        the log holds of the plain calls' ids, when the caller read it with the lease."""
+        for r in group:  # a group written again (after a refused attempt) starts afresh
+            r.result, r.error = None, None
         if len(group) == 1:
-            self._one(group[0])
+            self._one(group[0], held)
             return
-        if all(r.fn is None for r in group) and self._together(group):
+        if not self.savepoints:  # one write, no undo of a part: an error fails the group
+            self._deliver(
+                group, self.append_calls([(r.prepared, r.on_conflict) for r in group], held)
+            )
+            return
+        if all(r.fn is None for r in group) and self._together(group, held):
             return
         for r in group:
             self.tx.execute("SAVEPOINT plaudit_request")
@@ -238,30 +253,34 @@ class Leased:
                 r.result, r.error = None, exc
             self.tx.execute("RELEASE SAVEPOINT plaudit_request")
 
-    def _together(self, group: Sequence[Request]) -> bool:
+    def _together(self, group: Sequence[Request], held: Mapping[str, Any] | None) -> bool:
         """Write plain append calls as one; False (nothing written) when that raised."""
         head = self.head
         self.tx.execute("SAVEPOINT plaudit_group")
         try:
-            outcomes = self.append_calls([(r.prepared, r.on_conflict) for r in group])
+            outcomes = self.append_calls([(r.prepared, r.on_conflict) for r in group], held)
         except Exception:
             self.core.projections.discard()
             self.head = head
             self.tx.execute("ROLLBACK TO SAVEPOINT plaudit_group")
             return False
         self.tx.execute("RELEASE SAVEPOINT plaudit_group")
+        self._deliver(group, outcomes)
+        return True
+
+    @staticmethod
+    def _deliver(group: Sequence[Request], outcomes: Sequence[BatchResult | ConflictError]) -> None:
         for r, out in zip(group, outcomes, strict=True):
             if isinstance(out, ConflictError):
                 r.error = out
             else:
                 r.result = out
-        return True
 
-    def _one(self, r: Request) -> None:
+    def _one(self, r: Request, held: Mapping[str, Any] | None = None) -> None:
         if r.fn is not None:
             r.result = r.fn(Writer(self))
         else:
-            r.result = self.append(r.prepared, r.on_conflict)
+            r.result = self.append(r.prepared, r.on_conflict, held)
 
 
 class Writer(LogView):

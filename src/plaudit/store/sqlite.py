@@ -158,25 +158,19 @@ class SqliteBackend(Backend):
         return not conn.in_transaction
 
     def _connect(self) -> sqlite3.Connection:
-        parent = ""
-        try:
-            if self.create and self.url != ":memory:" and not self.url.startswith("file:"):
-                parent = os.path.dirname(self.url)
+        if self.create and self.url != ":memory:" and not self.url.startswith("file:"):
+            parent = os.path.dirname(self.url)
+            try:
                 if parent:
                     perms.make_dirs(parent)
+            except OSError as exc:
+                raise self._unopenable(f"cannot create its directory {parent!r}", exc) from None
+            try:
                 # Before SQLite makes it: SQLite would give the file (and its WAL) the umask's
                 # mode, readable by every local user.
                 perms.create_file(self.url)
-        except OSError as exc:
-            why = (
-                "a file is in the way"
-                if isinstance(exc, FileExistsError | NotADirectoryError)
-                else exc.strerror or exc
-            )
-            raise BackendUnavailableError(
-                f"cannot open SQLite database {self.url}: cannot create it or its directory "
-                f"{parent!r}: {why}"
-            ) from None
+            except OSError as exc:
+                raise self._unopenable("cannot create it", exc) from None
         busy_ms = int(self.deadline_s * 1000)
         try:
             conn = sqlite3.connect(
@@ -201,6 +195,14 @@ class SqliteBackend(Backend):
                 f"cannot open SQLite database {self.url}: {exc}"
             ) from None
         return conn
+
+    def _unopenable(self, what: str, exc: OSError) -> BackendUnavailableError:
+        why = (
+            "a file is in the way"
+            if isinstance(exc, FileExistsError | NotADirectoryError)
+            else exc.strerror or exc
+        )
+        return BackendUnavailableError(f"cannot open SQLite database {self.url}: {what}: {why}")
 
     def _process_lock(self) -> FileLock | None:
         """The sidecar lock file (None for an in-memory store, or where it cannot be made)."""
