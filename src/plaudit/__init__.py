@@ -32,6 +32,9 @@ _EXPORTS: dict[str, str] = {
     "Event": "plaudit.events",
     "StoredEvent": "plaudit.events",
     "make_event": "plaudit.events",
+    "TraceContext": "plaudit.tracecontext",
+    "current_trace": "plaudit.tracecontext",
+    "trace_context": "plaudit.tracecontext",
     "uuid7": "plaudit.ids",
     "evaluate_policy": "plaudit.signals.evaluate",
     "Checkpoint": "plaudit.store.checkpoints",
@@ -77,6 +80,7 @@ __all__ = [
     "Selection",
     "StoreNotFoundError",
     "StoredEvent",
+    "TraceContext",
     "Tx",
     "ValidationError",
     "VerifyReport",
@@ -84,9 +88,11 @@ __all__ = [
     "__version__",
     "check_consistency",
     "check_proof",
+    "current_trace",
     "evaluate_policy",
     "make_event",
     "register_projection",
+    "trace_context",
     "unregister_projection",
     "uuid7",
 ]
@@ -138,3 +144,4 @@ if TYPE_CHECKING:
     )
     from plaudit.store.checkpoints import Checkpoint
     from plaudit.store.proofs import ProofReport, check_consistency, check_proof
+    from plaudit.tracecontext import TraceContext, current_trace, trace_context
