@@ -3,33 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from plaudit.config import make_backend
 from plaudit.store.backend import Backend
 from plaudit.store.checkpointing import Checkpointer
-from plaudit.store.log import EventLog, Writer
-from plaudit.tracecontext import bind
+from plaudit.store.log import EventLog
 
 if TYPE_CHECKING:
     from plaudit.bandit import Bandit
     from plaudit.ledger import Ledger
     from plaudit.signals import Signals
-
-
-T = TypeVar("T")
-
-
-class _TracedLog(EventLog):
-    """The log, with each `run` function bound to its caller's trace context.
-
-    `EventLog.run` group-commits: a function may run in another thread (the group's
-    leader), where the events it makes would otherwise carry that thread's trace."""
-
-    def run(self, fn: Callable[[Writer], T], **options: Any) -> T:
-        return super().run(bind(fn), **options)
 
 
 class Plaudit:
@@ -44,7 +30,7 @@ class Plaudit:
                 f"or a postgresql:// DSN with Plaudit.open({backend!r})"
             )
         self.backend = backend
-        self.log = _TracedLog(backend, checkpointer)
+        self.log = EventLog(backend, checkpointer)
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 

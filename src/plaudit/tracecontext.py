@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -173,23 +173,6 @@ def current_trace() -> TraceContext | None:
     )
 
 
-def bind(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn`, made to run under the caller's trace context whichever thread runs it.
-
-    The log's group commit runs a writer function in whichever thread leads the group; the
-    events it makes must carry the trace of the thread that submitted it, not the leader's."""
-    tc = current_trace() or NO_TRACE
-
-    def bound(*args: Any, **kwargs: Any) -> T:
-        token = _current.set(tc)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _current.reset(token)
-
-    return bound
-
-
 def with_trace(meta: dict[str, Any]) -> dict[str, Any]:
     """`meta` plus the current trace context, unless it names one already (a restored or
     imported event keeps its own)."""
@@ -218,7 +201,6 @@ def trace_of(meta: Any) -> TraceContext | None:
 __all__ = [
     "NO_TRACE",
     "TraceContext",
-    "bind",
     "current_trace",
     "parse_traceparent",
     "trace_context",
