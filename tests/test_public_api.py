@@ -40,6 +40,7 @@ PINNED = {
     "EventLog",
     "Head",
     "IntegrityError",
+    "ListenError",
     "LogView",
     "MissingExtraError",
     "NotFoundError",

@@ -550,7 +550,12 @@ def apply_rules(db: str | None, as_json: bool) -> None:
     show_default=True,
     help="Seconds between checks.",
 )
-@click.option("--once", is_flag=True, help="Run what is due now, then exit.")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Run what is due now, then exit: 1 when a reconciliation found mismatches or a job "
+    "failed, 5 when the audit left recording halted.",
+)
 @json_option
 def watch(db: str | None, interval: float, once: bool, as_json: bool) -> None:
     """Run the ledger's scheduled work: hourly reconciliation, backups, the daily, weekly
@@ -563,6 +568,9 @@ def watch(db: str | None, interval: float, once: bool, as_json: bool) -> None:
             if done or once:
                 echo_json(done) if as_json else click.echo(_summary(done))
             if once:
+                code = _watch_exit(done)
+                if code:
+                    raise click.exceptions.Exit(code)
                 return
             time.sleep(interval)
 
@@ -571,6 +579,16 @@ def _summary(done: dict[str, Any]) -> str:
     if not done:
         return "nothing was due"
     return "; ".join(f"{k}: {v}" for k, v in done.items())
+
+
+def _watch_exit(done: dict[str, Any]) -> int:
+    """The exit status of one pass, as the commands it stands for would give it: `ledger
+    audit` exits 5 when recording stays halted, `ledger reconcile` 1 on a mismatch."""
+    if done.get("audit", {}).get("halted"):
+        return 5
+    if "error" in done or not done.get("reconcile", {}).get("ok", True):
+        return 1
+    return 0
 
 
 @ledger.group(cls=SuggestingGroup)
