@@ -418,6 +418,11 @@ def restore(db: str | None, file: str, rechain: bool, as_json: bool) -> None:
         if rechain:
             d = r["damage"]
             click.echo(f"the old chain first differs at position {d['first_changed_position']}")
+        if r.get("lifted_halt"):
+            click.echo(
+                f"the backup's halt ({r['lifted_halt']}) was about the store it came from: this "
+                "store's log verifies and its totals add up, so recording resumes here"
+            )
         if r.get("next"):
             click.echo(f"next: {r['next']}")
 

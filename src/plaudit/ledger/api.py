@@ -34,6 +34,10 @@ from plaudit.store.view import LogView
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
 
+#: Halts about the store a backup came from rather than the ledger it holds; a plain restore
+#: whose log verifies and whose totals add up lifts them.
+_STORE_HALTS = ("log", "log_extra", "checksum")
+
 
 class Ledger:
     """An honest, tamper-evident score of agent behaviour, kept in the shared event log."""
@@ -226,20 +230,43 @@ class Ledger:
         check = integrity.verify(self.p, full=True, locate_on_failure=False)
         result["checksum_valid"] = check["checksum_validation"]["is_valid"]
         result["log_ok"] = check["log"]["ok"]
-        self._append_simple(
-            et.INCIDENT,
-            {
-                "kind": "corruption",
-                "action": "restore --rechain" if rechain else "restore",
-                "file": Path(path).name,
-                "events": result["events"],
-                "head": result["head"],
-                **({"damage": result["damage"]} if rechain else {}),
-            },
-        )
+        with self.p.backend.read() as tx:
+            state = read_state(tx)
+        # A halt about the old store's log (rows edited or added behind plaudit's back) or its
+        # stored totals does not hold for this store once its own log verifies and its totals
+        # add up: the backup stopped at the last position plaudit wrote. A rechained log keeps
+        # its halt: what was forged in it is still to be corrected by the audit.
+        lifted = None
+        if (
+            not rechain
+            and state is not None
+            and state["halted"]
+            and state.get("halt_kind") in _STORE_HALTS
+            and check["ok"]
+        ):
+            lifted = state.get("halt_kind")
+        events = [
+            make_event(
+                et.INCIDENT,
+                {
+                    "kind": "corruption",
+                    "action": "restore --rechain" if rechain else "restore",
+                    "file": Path(path).name,
+                    "events": result["events"],
+                    "head": result["head"],
+                    **({"damage": result["damage"]} if rechain else {}),
+                    **({"lifted_halt": lifted} if lifted else {}),
+                },
+                source="plaudit.ledger",
+            )
+        ]
+        if lifted:
+            events.append(make_event(et.RESUME, {"after": "restore"}, source="plaudit.ledger"))
+        self.p.log.append_batch(events)
         with self.p.backend.read() as tx:
             state = read_state(tx)
         result["halted"] = bool(state and state["halted"])
+        result["lifted_halt"] = lifted
         if result["halted"]:
             result["next"] = "run `plaudit ledger audit` in this store to correct and resume"
         return result
