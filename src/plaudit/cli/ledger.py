@@ -272,10 +272,17 @@ def audit(db: str | None, export_dir: str | None, sources_dir: str | None, as_js
     idf = s["identify"]
     first = idf.get("projection") or idf.get("log") or idf.get("log_first_bad")
     click.echo(f"  4 identify    {first or 'no discrepancy'}")
+    amended = s["correct"].get("amended", 0)
     click.echo(
         f"  5 correct     correction {s['correct']['correction']:+d}"
+        f"{f', {amended} forged transactions amended' if amended else ''}"
         f"{', projection rebuilt' if s['recover']['projection_rebuilt'] else ''}"
     )
+    for f in idf.get("forged", [])[:20]:
+        click.echo(
+            f"    amended     {f['id']} ({f['category']}): the log holds {f['log_points']:+d}, "
+            f"acknowledged {f['acknowledged']:+d}"
+        )
     src = idf.get("sources") or {}
     if src and not src["ok"]:
         click.echo(f"    sources     {len(src['mismatches']) + len(src['orphans'])} mismatched")

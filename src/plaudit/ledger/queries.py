@@ -194,7 +194,8 @@ def breakdown(tx: Tx) -> dict[str, Any]:
         session_by = {
             c: int(p)
             for c, p in tx.fetchall(
-                "SELECT category, SUM(points) FROM ledger_tx WHERE session = ? GROUP BY category",
+                "SELECT category, SUM(points + amended) FROM ledger_tx WHERE session = ?"
+                " GROUP BY category",
                 (sess["session_id"],),
             )
         }

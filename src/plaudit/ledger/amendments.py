@@ -1,0 +1,230 @@
+"""Which transactions were forged, and what each was acknowledged with.
+
+A transaction's `running_total` was written under the write lock when it was recorded, so the
+difference between it and the running total before it is the points the ledger acknowledged
+for it. A transaction whose points no longer match that difference was edited behind
+plaudit's back; the audit then writes an *amendment* for it (an `audit_correction` naming it),
+which the projection folds into that transaction's category, session, source record and
+reward/penalty split, so every figure comes back to what was acknowledged, not only the total.
+
+Which rows were edited is told by the hash chain: in a damaged store, by re-checking each
+suspect row against the stored hash before it; in a store made by `restore --rechain`, by the
+row statuses the restore recorded from the backup's old hashes (`damage`). A row whose content
+still matches its hash was not edited, so a difference next to it is explained otherwise (a
+running total edited before it, or a transaction deleted before it) and is not attributed to
+it; a row whose content matches another row's hash was moved, not edited. What cannot be
+attributed stays one unattributed `audit_correction`, as before: the total is always restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from plaudit.store.backend import Tx
+from plaudit.store.view import LogView
+
+#: Positions a moved row is looked for around its own (a swap of neighbours, or a short move).
+MOVE_WINDOW = 3
+#: At most this many positions of each status are kept in a restore's `damage`.
+MAX_LISTED = 10_000
+
+INTACT, FORGED, MOVED = "intact", "forged", "moved"
+
+
+@dataclass(frozen=True)
+class Row:
+    seq: int
+    id: str
+    category: str
+    session: str | None
+    points: int  # as the log holds it
+    running_total: int
+    kind: str
+    amended: int  # what earlier amendments added
+
+
+@dataclass(frozen=True)
+class Amendment:
+    row: Row
+    acknowledged: int  # the points the ledger acknowledged for the row
+    amount: int  # what brings the row's effective points there
+
+    def payload(self) -> dict[str, Any]:
+        r = self.row
+        return {
+            "id": r.id,
+            "category": r.category,
+            "session": r.session,
+            "acknowledged": self.acknowledged,
+            "log_points": r.points,
+        }
+
+
+class Evidence:
+    """The hash chain's word on single rows: edited, moved, or rows missing before them."""
+
+    def __init__(
+        self,
+        status: Callable[[int], str],
+        gap_between: Callable[[int, int], bool],
+        known: bool,
+    ) -> None:
+        self.status = status
+        self.gap_between = gap_between
+        self.known = known  # False: nothing can be said, so nothing is attributed
+
+
+def rows(tx: Tx) -> list[Row]:
+    """Every transaction, in log order, as the projection holds it (rebuilt from the log)."""
+    return [
+        Row(int(s), i, c, sess, int(pts), int(rt), k, int(am))
+        for s, i, c, sess, pts, rt, k, am in tx.fetchall(
+            "SELECT seq, id, category, session, points, running_total, kind, amended"
+            " FROM ledger_tx ORDER BY seq"
+        )
+    ]
+
+
+def find(txs: Sequence[Row], evidence: Evidence) -> list[Amendment]:
+    """An amendment for every edited transaction whose acknowledged points the running totals
+    around it tell, and that it does not hold yet."""
+    if not evidence.known:
+        return []
+    out: list[Amendment] = []
+    for i, row in enumerate(txs):
+        if row.kind == "audit":
+            continue
+        prev_rt = txs[i - 1].running_total if i else 0
+        if row.points + row.amended == row.running_total - prev_rt:
+            continue
+        prev_seq = txs[i - 1].seq if i else 0
+        if evidence.status(row.seq) != FORGED or evidence.gap_between(prev_seq, row.seq):
+            continue
+        if i and evidence.status(txs[i - 1].seq) == MOVED:
+            continue
+        before = _trusted(txs, i - 1, evidence) if i else 0
+        acknowledged = _trusted(txs, i, evidence) - before
+        amount = acknowledged - (row.points + row.amended)
+        if amount:
+            out.append(Amendment(row, acknowledged, amount))
+    return out
+
+
+def _trusted(txs: Sequence[Row], j: int, evidence: Evidence) -> int:
+    """The acknowledged running total after transaction j: its own, unless it was edited and
+    the next transaction, intact, says what it was."""
+    row = txs[j]
+    if evidence.status(row.seq) == FORGED and j + 1 < len(txs):
+        nxt = txs[j + 1]
+        if (
+            nxt.kind != "audit"
+            and evidence.status(nxt.seq) == INTACT
+            and not evidence.gap_between(row.seq, nxt.seq)
+        ):
+            return nxt.running_total - nxt.points - nxt.amended
+    return row.running_total
+
+
+# -- the evidence, from the live log or from a rechained restore ---------------------------------
+def live_evidence(tx: Tx) -> Evidence:
+    """Re-check single rows of this store's own (damaged) chain."""
+    from plaudit.store.chain import GENESIS
+
+    view = LogView(tx)
+    cache: dict[int, str] = {}
+
+    def hash_before(seq: int) -> bytes | None:
+        return GENESIS if seq == 1 else view.hash_at(seq - 1)
+
+    def status(seq: int) -> str:
+        if seq not in cache:
+            prev = hash_before(seq)
+            if prev is not None and view.check_chain(seq, seq, prev)[0] is None:
+                cache[seq] = INTACT
+            else:
+                around = [seq + d for d in range(-MOVE_WINDOW, MOVE_WINDOW + 1) if d not in (0, -1)]
+                hashes = [h for h in (hash_before(m + 1) for m in around if m >= 0) if h]
+                moved = any(view.check_chain(seq, seq, h)[0] is None for h in hashes)
+                cache[seq] = MOVED if moved else FORGED
+        return cache[seq]
+
+    def gap_between(lo: int, hi: int) -> bool:
+        return len(view.hashes(lo + 1, hi)) != hi - lo
+
+    return Evidence(status, gap_between, True)
+
+
+def restored_evidence(damage: dict[str, Any]) -> Evidence:
+    """What `restore --rechain` recorded of the backup's rows (positions in this store)."""
+    forged = set(damage.get("forged") or ())
+    moved = set(damage.get("moved") or ())
+    gaps = sorted(damage.get("missing_before") or ())
+
+    def status(seq: int) -> str:
+        return FORGED if seq in forged else MOVED if seq in moved else INTACT
+
+    def gap_between(lo: int, hi: int) -> bool:
+        return any(lo < g <= hi for g in gaps)
+
+    return Evidence(status, gap_between, bool(damage.get("complete")))
+
+
+def no_evidence() -> Evidence:
+    return Evidence(lambda seq: INTACT, lambda lo, hi: False, True)
+
+
+def evidence_for(tx: Tx, log_ok: bool) -> Evidence:
+    """The live chain when it is damaged, else what the newest rechaining restore recorded."""
+    if not log_ok:
+        return live_evidence(tx)
+    row = tx.fetchone(
+        "SELECT detail FROM ledger_incidents WHERE kind = 'corruption' ORDER BY seq DESC LIMIT 1"
+    )
+    if row is None:
+        return no_evidence()
+    detail = msgspec.json.decode(row[0])
+    damage = detail.get("damage") if detail.get("action") == "restore --rechain" else None
+    return no_evidence() if not isinstance(damage, dict) else restored_evidence(damage)
+
+
+# -- what a rechaining restore records ----------------------------------------------------------
+def line_statuses(
+    hashes: Sequence[str], old_seqs: Sequence[int], bodies: Sequence[bytes], genesis: bytes
+) -> dict[str, Any]:
+    """Statuses of a backup's rows (given in file order; reported at their new positions
+    1..n): `forged` rows no longer match their recorded hash, `moved` ones match another
+    row's, and `missing_before` rows follow positions the backup lacks."""
+    import hashlib
+
+    sha = hashlib.sha256
+    forged: list[int] = []
+    moved: list[int] = []
+    gaps: list[int] = []
+    n = len(hashes)
+    for k in range(n):
+        expect_prev = old_seqs[k - 1] + 1 if k else 1
+        if old_seqs[k] != expect_prev:
+            gaps.append(k + 1)
+            continue
+        prev = bytes.fromhex(hashes[k - 1]) if k else genesis
+        if sha(prev + bodies[k]).hexdigest() == hashes[k]:
+            continue
+        around = [k + d for d in range(-MOVE_WINDOW, MOVE_WINDOW + 1) if d not in (0, -1)]
+        others = [bytes.fromhex(hashes[m]) for m in around if 0 <= m < n] + (
+            [genesis] if k > 0 and k <= MOVE_WINDOW else []
+        )
+        if any(sha(h + bodies[k]).hexdigest() == hashes[k] for h in others):
+            moved.append(k + 1)
+        else:
+            forged.append(k + 1)
+    complete = max(len(forged), len(moved), len(gaps)) <= MAX_LISTED
+    return {
+        "forged": forged[:MAX_LISTED],
+        "moved": moved[:MAX_LISTED],
+        "missing_before": gaps[:MAX_LISTED],
+        "complete": complete,
+    }
