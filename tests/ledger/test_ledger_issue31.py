@@ -36,7 +36,8 @@ def test_watch_once_exits_1_when_its_reconciliation_halts_recording(
     watched = _config(
         tmp_path,
         "watch.toml",
-        f"[reconcile]\nevery_transactions = 1\nsources_dir = '{memory_bank}'\n",
+        f"[reconcile]\nevery_transactions = 1\nsources_dir = '{memory_bank}'\n"
+        "[audit]\nevery_days = 0\n",
     )
     code, out, _ = cli("ledger", "--config", str(watched), "watch", "--once", "--json")
     assert code == 1
@@ -131,3 +132,137 @@ def test_the_documented_way_forward_works_as_written(
         score = p.ledger.score()
         assert score["verified"] and not score["halted"]
         assert score["total_score"] == 6 * 30
+
+
+# -- item 4: the memory bank's triggers are booked as what they are ------------------------------
+def test_import_sources_books_the_seeds_cross_file_triggers(
+    db_url: str, memory_bank: Path, cli
+) -> None:
+    """They were booked only by `reconcile --recover`, labelled "recovery: ... the ledger held
+    0"; each is now booked at import under its own category, with the trigger as the action."""
+    code, out, _ = cli("ledger", "import-sources", str(memory_bank))
+    assert code == 0 and "booked 9 transactions (+155)" in out
+    code, out, _ = cli("ledger", "transactions", "-n", "20", "--json")
+    booked = {
+        (t["source"], t["category"], t["points"], t["action"])
+        for t in json.loads(out)["transactions"]
+    }
+    assert booked == {
+        (
+            "mistake:m-001",
+            "file_creation_violation",
+            -10,
+            "mistakes.json m-001: Attempted to "
+            "create duplicate test_naukri_unified_20.py instead of updating the existing test",
+        ),
+        (
+            "mistake:m-002",
+            "validation_failure",
+            -40,
+            "mistakes.json m-002: pytest tests/api failed: 3 assertions on the pagination cursor",
+        ),
+        (
+            "mistake:m-003",
+            "mcp_omission",
+            -15,
+            "mistakes.json m-003: Edited files without consulting the memory MCP server first",
+        ),
+        (
+            "pattern:p-update-not-create",
+            "constitutional_compliance",
+            100,
+            "systemPatterns.json "
+            "p-update-not-create: Update the existing test instead of creating a new file",
+        ),
+        (
+            "pattern:p-validate-before-commit",
+            "constitutional_compliance",
+            60,
+            "systemPatterns.json "
+            "p-validate-before-commit: Run the validation suite before every commit",
+        ),
+        (
+            "entity:pagination-cursor-fix",
+            "pattern_reuse",
+            20,
+            "memory.json pagination-cursor-fix: Pattern successfully applied in api/users.py",
+        ),
+        (
+            "entity:pagination-cursor-fix",
+            "pattern_reuse",
+            20,
+            "memory.json pagination-cursor-fix: Pattern successfully applied in api/orders.py",
+        ),
+        (
+            "mcp_chain:chain-2025-10-13-a",
+            "mcp_integration",
+            10,
+            "activeContext.json chain-2025-10-13-a: calls filesystem, memory, git",
+        ),
+        (
+            "mcp_chain:chain-2025-10-13-b",
+            "mcp_integration",
+            10,
+            "activeContext.json chain-2025-10-13-b: calls memory, filesystem",
+        ),
+    }
+    transactions = json.loads(out)["transactions"]
+    assert all(t["kind"] == "import" and t["verified"] for t in transactions)
+    assert not any(t["action"].startswith("recovery") for t in transactions)
+    m1 = next(t for t in transactions if t["source"] == "mistake:m-001")
+    assert m1["timestamp"] == "2025-10-13T06:53:00.000+00:00"  # the mistake's occurred_at
+    # reconciliation is still the check: nothing missing, nothing in excess
+    code, out, _ = cli("ledger", "reconcile", "--json")
+    assert code == 0 and json.loads(out)["ok"]
+    # importing again books nothing; a new observation books its +20, and only that
+    code, out, _ = cli("ledger", "import-sources", str(memory_bank), "--json")
+    assert json.loads(out)["booked"] == 0
+    memory = json.loads((memory_bank / "memory.json").read_text())
+    memory["entities"][0]["observations"].append("Pattern successfully applied in api/teams.py")
+    del memory["entities"][0]["reward_accumulated"]
+    (memory_bank / "memory.json").write_text(json.dumps(memory))
+    code, out, _ = cli("ledger", "import-sources", str(memory_bank), "--json")
+    assert (json.loads(out)["booked"], json.loads(out)["booked_points"]) == (1, 20)
+    code, out, _ = cli("ledger", "transactions", "-n", "1", "--json")
+    assert json.loads(out)["transactions"][0]["action"].endswith("api/teams.py")
+    code, out, _ = cli("ledger", "reconcile", "--json")
+    assert code == 0 and json.loads(out)["ok"]
+
+
+def test_a_record_booked_by_hand_is_not_booked_again(pl: Plaudit, memory_bank: Path) -> None:
+    lg = pl.ledger
+    lg.import_sources(memory_bank, book=False)
+    lg.record("validation_failure", "pytest failed", source="mistake:m-002", points=-40)
+    r = lg.import_sources(memory_bank)
+    assert r.booked == 8 and r.booking is None
+    assert [t.points for t in lg.transactions(20, category="validation_failure")] == [-40]
+    assert lg.reconcile()["ok"]
+
+
+def test_a_trigger_that_fails_its_categorys_rule_is_not_booked(
+    pl: Plaudit, memory_bank: Path
+) -> None:
+    patterns = json.loads((memory_bank / "systemPatterns.json").read_text())
+    patterns["successful_patterns"][0]["success_count"] = 0  # constitutional_compliance needs 1
+    (memory_bank / "systemPatterns.json").write_text(json.dumps(patterns))
+    lg = Ledger(pl, _config(memory_bank.parent, "warn.toml", "[reconcile]\non_mismatch='warn'\n"))
+    r = lg.import_sources(memory_bank)
+    assert [n["source"] for n in r.not_booked] == ["pattern:p-update-not-create"]
+    assert "success_count >= 1" in r.not_booked[0]["reason"]
+    missing = [m for m in lg.reconcile()["mismatches"] if m["status"] == "missing"]
+    assert [m["key"] for m in missing] == ["p-update-not-create"]
+
+
+def test_a_halted_ledger_imports_the_records_and_says_why_nothing_was_booked(
+    pl: Plaudit, memory_bank: Path, cli
+) -> None:
+    from ledger_helpers import raw_sql
+
+    pl.ledger.record("pattern_reuse", "x")
+    raw_sql(pl, "UPDATE ledger_state SET total = total + 5")  # a checksum halt
+    code, out, err = cli("ledger", "import-sources", str(memory_bank))
+    assert code == 5 and "10 new or changed" in out
+    assert err.startswith("error: nothing was booked: checksum mismatch") and "recover" in err
+    assert pl.ledger.recover()["whole"]
+    code, out, _ = cli("ledger", "import-sources", str(memory_bank), "--json")
+    assert code == 0 and json.loads(out)["booked"] == 9

@@ -22,11 +22,18 @@ def _config() -> str | None:
 
 
 @contextmanager
-def open_ledger(db: str | None, *, create: bool = False) -> Iterator[Any]:
+def open_ledger(db: str | None, *, create: bool = False, config: Any = None) -> Iterator[Any]:
     from plaudit.ledger import Ledger
 
     with open_store(db, create=create) as p:
-        yield Ledger(p, _config())
+        yield Ledger(p, config if config is not None else _config())
+
+
+def _loaded_config() -> Any:
+    """The ledger config, for commands that check their input before opening a store."""
+    from plaudit.ledger import load_config
+
+    return load_config(_config())
 
 
 @click.group(cls=SuggestingGroup)
@@ -437,11 +444,24 @@ def restore(db: str | None, file: str, rechain: bool, as_json: bool) -> None:
 @ledger.command("import-sources")
 @db_option
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--book/--no-book",
+    default=True,
+    show_default=True,
+    help="Book the records' triggers (seed 003's cross-file table) as transactions; "
+    "--no-book imports the records only.",
+)
 @json_option
-def import_sources(db: str | None, directory: str, as_json: bool) -> None:
-    """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json."""
-    with open_ledger(db, create=True) as lg:
-        r = lg.import_sources(directory)
+def import_sources(db: str | None, directory: str, book: bool, as_json: bool) -> None:
+    """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json, and book
+    what their records trigger (each version once; what the ledger already holds for a
+    record is not booked again). Every file is checked first: a refused one creates nothing."""
+    from plaudit.ledger.sources import read_source_files
+
+    config = _loaded_config()
+    files = read_source_files(config, directory)
+    with open_ledger(db, create=True, config=config) as lg:
+        r = lg.import_sources(files, book=book)
     if as_json:
         echo_json(r)
     else:
@@ -453,6 +473,13 @@ def import_sources(db: str | None, directory: str, as_json: bool) -> None:
             f"{r.appended} new or changed, {r.unchanged} unchanged, {r.removed} deleted from "
             "their file"
         )
+        if book and r.booking is None:
+            click.echo(f"booked {r.booked} transactions ({r.booked_points:+d}) for their triggers")
+        for nb in r.not_booked[:20]:
+            click.echo(f"  not booked {nb['source']} ({nb['points']:+d}): {nb['reason']}")
+    if book and r.booking is not None:
+        click.echo(f"error: nothing was booked: {r.booking}", err=True)
+        raise click.exceptions.Exit(5)
 
 
 @ledger.command("import-progress")
@@ -468,9 +495,14 @@ def import_progress_cmd(
     db: str | None, file: str, accept_inconsistent: bool, as_json: bool
 ) -> None:
     """Import a progress.json; an opening balance per category covers what its log does not.
-    Idempotent: re-importing a file, or this ledger's own export, changes nothing."""
-    with open_ledger(db, create=True) as lg:
-        r = lg.import_progress(file, accept_inconsistent=accept_inconsistent)
+    Idempotent: re-importing a file, or this ledger's own export, changes nothing. The file is
+    checked first: a refused one creates nothing."""
+    from plaudit.ledger.progress import read_progress
+
+    config = _loaded_config()
+    checked = read_progress(config, file, accept_inconsistent=accept_inconsistent)
+    with open_ledger(db, create=True, config=config) as lg:
+        r = lg.import_progress(checked)
     if as_json:
         echo_json(r)
         return

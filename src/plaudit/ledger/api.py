@@ -22,10 +22,15 @@ from plaudit.ledger.backup import restore as _restore
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig, load_config
 from plaudit.ledger.models import Checksum, Transaction
-from plaudit.ledger.progress import build_progress, export_progress, import_progress
+from plaudit.ledger.progress import (
+    ProgressFile,
+    build_progress,
+    export_progress,
+    import_progress,
+)
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.rules import build_rules
-from plaudit.ledger.sources import SourceImport
+from plaudit.ledger.sources import SourceFiles, SourceImport
 from plaudit.ledger.spec import MAX_NAME_LEN, parse_spec
 from plaudit.ledger.writing import LedgerWriter, Pending
 from plaudit.store.backend import Tx
@@ -272,10 +277,17 @@ class Ledger:
         return result
 
     # -- sources and reconciliation -------------------------------------------------------
-    def import_sources(self, directory: str | os.PathLike[str]) -> SourceImport:
+    def import_sources(
+        self, directory: str | os.PathLike[str] | SourceFiles, *, book: bool = True
+    ) -> SourceImport:
         """New and changed records become events; records a re-read file no longer holds are
-        marked deleted."""
-        return _reconcile.import_sources(self.p, self.config, directory)
+        marked deleted; the triggers of seed 003's cross-file table are booked (`book=False`:
+        the records only). `directory` may be `read_source_files(...)`'s answer, read before a
+        store was opened."""
+        out = _reconcile.import_sources(self.p, self.config, self.writer, directory, book=book)
+        if out.booked:
+            self.after_write()
+        return out
 
     def reconcile(self, *, sources_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Ledger sums per source record against what each record declares (or its trigger
@@ -330,7 +342,7 @@ class Ledger:
         return build_progress(self.p, self.config)
 
     def import_progress(
-        self, path: str | os.PathLike[str], *, accept_inconsistent: bool = False
+        self, path: str | os.PathLike[str] | ProgressFile, *, accept_inconsistent: bool = False
     ) -> dict[str, Any]:
         """Idempotent: re-importing a file, or this ledger's own export, changes nothing. An
         inconsistent file is refused (naming the JSON path of its first inconsistency) unless
