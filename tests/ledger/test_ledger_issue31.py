@@ -266,3 +266,42 @@ def test_a_halted_ledger_imports_the_records_and_says_why_nothing_was_booked(
     assert pl.ledger.recover()["whole"]
     code, out, _ = cli("ledger", "import-sources", str(memory_bank), "--json")
     assert code == 0 and json.loads(out)["booked"] == 9
+
+
+# -- item 9: the small ones -------------------------------------------------------------------
+def test_reconcile_recover_says_what_it_found_then_what_it_did(memory_bank: Path, cli) -> None:
+    """It printed "reconciled: ok" above the mismatch table it had just fixed."""
+    cli("ledger", "import-sources", "--no-book", str(memory_bank))
+    code, out, _ = cli("ledger", "reconcile", "--recover")
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "found 8 mismatches"
+    found_at = lines.index("recovered 8 transactions")
+    assert any(line.startswith("  missing  mistake:m-002") for line in lines[:found_at])
+    assert lines[found_at + 1] == "reconciled: ok"
+    assert not any("missing" in line for line in lines[found_at:])
+    code, out, _ = cli("ledger", "reconcile", "--recover", "--json")
+    r = json.loads(out)
+    assert r["ok"] and r["found"]["ok"] and "next" not in r
+
+
+def test_transactions_are_listed_newest_first_by_date(pl: Plaudit, memory_bank: Path, cli) -> None:
+    """Newest first by position put a recovery dated at its 2025 mistake between two of today's
+    transactions, so the listed times jumped."""
+    lg = pl.ledger
+    lg.record("successful_validation", "today, first")
+    lg.import_sources(memory_bank)  # books the memory bank's triggers, dated by their records
+    lg.record("successful_validation", "today, last")
+    code, out, _ = cli("ledger", "transactions", "-n", "20", "--json")
+    listed = json.loads(out)["transactions"]
+    times = [t["ts_ms"] for t in listed]
+    assert times == sorted(times, reverse=True)
+    assert listed[0]["action"] == "today, last"
+    first = [t["action"] for t in listed].index("today, first")
+    assert all(t["timestamp"].startswith("2025-") for t in listed[first + 1 :])
+    assert listed[-1]["timestamp"].startswith("2025-10-13T06:53")  # m-001, the oldest record
+    code, out, _ = cli("ledger", "transactions", "-n", "3")
+    assert code == 0 and f"#{listed[0]['seq']}" in out.splitlines()[0]  # the log position
+    # the progress.json export keeps the log's order, which its running totals chain in
+    entries = lg.progress()["transaction_log"]
+    assert [e["plaudit_id"] for e in entries][:1] == [listed[0]["id"]]
+    assert [e["running_total"] for e in entries][1] == listed[0]["running_total"] - 30

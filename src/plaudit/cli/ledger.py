@@ -62,11 +62,13 @@ sources_option = click.option(
 
 
 def _tx_line(t: Any) -> str:
+    """One transaction: its date, points, log position (`#seq`, the order running totals
+    follow), running total, whether it was cross-checked, category, source and action."""
     src = t.source or "-"
     mark = "✓" if t.verified else "?"
     return (
-        f"{t.timestamp}  {t.points:+6d}  {t.running_total:>8}  {mark} {t.category:<26} "
-        f"{src:<22} {t.action}"
+        f"{t.timestamp}  {t.points:+6d}  #{t.seq:<6} {t.running_total:>8}  {mark} "
+        f"{t.category:<26} {src:<22} {t.action}"
     )
 
 
@@ -185,7 +187,9 @@ def metrics(db: str | None, as_json: bool) -> None:
 def transactions(
     db: str | None, limit: int, category: str | None, session: str | None, as_json: bool
 ) -> None:
-    """Transactions, newest first."""
+    """Transactions, newest first by date (ties by log position). A transaction recovered or
+    imported for an older record carries the record's date; `#N` is its log position, the
+    order its running total follows."""
     with open_ledger(db) as lg:
         txs = lg.transactions(limit, category=category, session=session)
     if as_json:
@@ -328,36 +332,49 @@ def reconcile(
     mismatch; in the default `halt` mode it also halts recording until a clean run)."""
     with open_ledger(db) as lg:
         r = lg.reconcile(sources_dir=sources_dir)
+        found = dict(r)
         if do_recover:
             r["recovery"] = lg.recover_missing()
-            r.update({k: r["recovery"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+            r.update(r["recovery"]["reconcile"])
         if do_correct:
             r["correction"] = lg.correct()
-            r.update({k: r["correction"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+            r.update(r["correction"]["reconcile"])
+    if do_recover or do_correct:
+        r["found"] = {k: found[k] for k in ("ok", "mismatches", "orphans")}
+        if r["ok"]:
+            r.pop("next", None)
     if as_json:
         echo_json(r)
     else:
+        fixing = (do_recover or do_correct) and not found["ok"]
+        if fixing:  # what was found, then what was done about it, then where that leaves it
+            click.echo(f"found {len(found['mismatches']) + len(found['orphans'])} mismatches")
+            _reconciliation(found)
+            if do_recover:
+                click.echo(f"recovered {r['recovery']['recovered']} transactions")
+            if do_correct:
+                click.echo(f"corrected {r['correction']['corrected']} records")
         click.echo("reconciled: " + ("ok" if r["ok"] else f"{len(r['mismatches'])} mismatches"))
-        for kind, agg in sorted(r["by_kind"].items()):
-            click.echo(
-                f"  {kind:<10} {agg['records']:>5} records, declared {agg['declared']:+d}, "
-                f"ledger {agg['ledger']:+d}, {agg['mismatched']} mismatched"
-            )
-        for m in r["mismatches"][:20]:
-            click.echo(
-                f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
-                f"ledger {m['ledger']}"
-            )
-        for o in r["orphans"][:20]:
-            click.echo(f"  orphan   {o}: transactions reference a record no file holds")
-        if do_recover:
-            click.echo(f"recovered {r['recovery']['recovered']} transactions")
-        if do_correct:
-            click.echo(f"corrected {r['correction']['corrected']} records")
+        _reconciliation(r)
         if not r["ok"]:
             click.echo(("recording HALTED. " if r["halted"] else "") + "next: " + r["next"])
     if not r["ok"]:
         raise click.exceptions.Exit(1)
+
+
+def _reconciliation(r: dict[str, Any]) -> None:
+    for kind, agg in sorted(r["by_kind"].items()):
+        click.echo(
+            f"  {kind:<10} {agg['records']:>5} records, declared {agg['declared']:+d}, "
+            f"ledger {agg['ledger']:+d}, {agg['mismatched']} mismatched"
+        )
+    for m in r["mismatches"][:20]:
+        click.echo(
+            f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
+            f"ledger {m['ledger']}"
+        )
+    for o in r["orphans"][:20]:
+        click.echo(f"  orphan   {o}: transactions reference a record no file holds")
 
 
 @ledger.command()

@@ -162,7 +162,8 @@ class Ledger:
     def transactions(
         self, limit: int = 10, *, category: str | None = None, session: str | None = None
     ) -> list[Transaction]:
-        """Newest first."""
+        """Newest first by date, ties by log position: a transaction recovered or imported
+        today for a record of last week is listed with last week's."""
         if type(limit) is not int or limit < 0:
             raise ValidationError("limit", "must be a non-negative integer")
         if category is not None:

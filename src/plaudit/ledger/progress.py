@@ -88,7 +88,7 @@ def build_progress(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
         s = score(tx, cfg, outcome)
         b = breakdown(tx)
         m = metrics(tx, state_or_zero(tx), cfg)
-        txs = transactions(tx, limit=MAX_EXPORT)
+        txs = transactions(tx, limit=MAX_EXPORT, by="position")
         origins = _imported(tx, [t.seq for t in txs])
     kinds = {k.name: k.file for k in cfg.sources.values()}
     log = []

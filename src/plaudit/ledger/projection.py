@@ -51,7 +51,9 @@ _DDL = (
         amended {bigint} NOT NULL DEFAULT 0,
         amends TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, seq)",
+    # `transactions()` lists newest first by date (ties by position), whole or by category.
+    "CREATE INDEX IF NOT EXISTS ledger_tx_time ON ledger_tx (ts_ms, seq)",
+    "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, ts_ms, seq)",
     "CREATE INDEX IF NOT EXISTS ledger_tx_session ON ledger_tx (session, seq)",
     """CREATE TABLE IF NOT EXISTS ledger_state (
         one INTEGER PRIMARY KEY CHECK (one = 1),
