@@ -18,6 +18,7 @@ attributed stays one unattributed `audit_correction`, as before: the total is al
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -192,39 +193,41 @@ def evidence_for(tx: Tx, log_ok: bool) -> Evidence:
 
 
 # -- what a rechaining restore records ----------------------------------------------------------
-def line_statuses(
-    hashes: Sequence[str], old_seqs: Sequence[int], bodies: Sequence[bytes], genesis: bytes
-) -> dict[str, Any]:
-    """Statuses of a backup's rows (given in file order; reported at their new positions
-    1..n): `forged` rows no longer match their recorded hash, `moved` ones match another
-    row's, and `missing_before` rows follow positions the backup lacks."""
-    import hashlib
+class LineChecker:
+    """Statuses of a backup's rows, checked one by one as they are appended (their bodies are
+    not kept): `forged` rows no longer match their recorded hash, `moved` ones match another
+    row's, and `missing_before` rows follow positions the backup lacks. Rows are given in file
+    order and reported at their new positions 1..n."""
 
-    sha = hashlib.sha256
-    forged: list[int] = []
-    moved: list[int] = []
-    gaps: list[int] = []
-    n = len(hashes)
-    for k in range(n):
-        expect_prev = old_seqs[k - 1] + 1 if k else 1
-        if old_seqs[k] != expect_prev:
-            gaps.append(k + 1)
-            continue
-        prev = bytes.fromhex(hashes[k - 1]) if k else genesis
-        if sha(prev + bodies[k]).hexdigest() == hashes[k]:
-            continue
+    def __init__(self, hashes: Sequence[str], old_seqs: Sequence[int], genesis: bytes) -> None:
+        self.raw = [bytes.fromhex(h) for h in hashes]
+        self.old_seqs = old_seqs
+        self.genesis = genesis
+        self.forged: list[int] = []
+        self.moved: list[int] = []
+        self.gaps: list[int] = []
+
+    def check(self, k: int, body: bytes) -> None:
+        sha, raw = hashlib.sha256, self.raw
+        if self.old_seqs[k] != (self.old_seqs[k - 1] + 1 if k else 1):
+            self.gaps.append(k + 1)
+            return
+        if sha((raw[k - 1] if k else self.genesis) + body).digest() == raw[k]:
+            return
         around = [k + d for d in range(-MOVE_WINDOW, MOVE_WINDOW + 1) if d not in (0, -1)]
-        others = [bytes.fromhex(hashes[m]) for m in around if 0 <= m < n] + (
-            [genesis] if k > 0 and k <= MOVE_WINDOW else []
-        )
-        if any(sha(h + bodies[k]).hexdigest() == hashes[k] for h in others):
-            moved.append(k + 1)
+        others = [raw[m] for m in around if 0 <= m < len(raw)]
+        if 0 < k <= MOVE_WINDOW:
+            others.append(self.genesis)
+        if any(sha(h + body).digest() == raw[k] for h in others):
+            self.moved.append(k + 1)
         else:
-            forged.append(k + 1)
-    complete = max(len(forged), len(moved), len(gaps)) <= MAX_LISTED
-    return {
-        "forged": forged[:MAX_LISTED],
-        "moved": moved[:MAX_LISTED],
-        "missing_before": gaps[:MAX_LISTED],
-        "complete": complete,
-    }
+            self.forged.append(k + 1)
+
+    def damage(self) -> dict[str, Any]:
+        complete = max(len(self.forged), len(self.moved), len(self.gaps)) <= MAX_LISTED
+        return {
+            "forged": self.forged[:MAX_LISTED],
+            "moved": self.moved[:MAX_LISTED],
+            "missing_before": self.gaps[:MAX_LISTED],
+            "complete": complete,
+        }

@@ -202,13 +202,15 @@ def _event(ln: BackupLine) -> Event:
 
 
 def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
-    from plaudit.ledger.amendments import line_statuses
+    from plaudit.ledger.amendments import LineChecker
     from plaudit.store.chain import GENESIS
 
     header, lines = _read_lines(file, strict=False)
     where = str(file)
     damage: dict[str, Any] = {"header_head": header.head, "header_length": header.length}
-    bodies: list[bytes] = []
+    # Which rows were edited, moved, or follow deleted ones, at their positions here: what the
+    # audit needs to attribute a forged transaction to its own category (`amendments`).
+    checker = LineChecker([ln.hash for ln in lines], [ln.seq for ln in lines], GENESIS)
     with p.log.writer() as w:
         head_seq, _ = w.head()
         if head_seq:
@@ -222,7 +224,8 @@ def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
         for i in range(0, len(lines), _CHUNK):
             chunk = lines[i : i + _CHUNK]
             prepared = p.log.prepare_all([_event(ln) for ln in chunk])
-            bodies.extend(pr.body() for pr in prepared)
+            for j, pr in enumerate(prepared):
+                checker.check(i + j, pr.body())
             w.append_prepared(prepared)
             if first_changed is None:
                 for (seq, h), ln in zip(w.hashes(i + 1, i + len(chunk)), chunk, strict=True):
@@ -233,10 +236,7 @@ def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
             first_changed = len(lines) + 1
         end_seq, end_hash = w.head()
     damage["first_changed_position"] = first_changed
-    # Which rows were edited, moved, or follow deleted ones, at their positions here: what the
-    # audit needs to attribute a forged transaction to its own category (`amendments`).
-    old_hashes = [ln.hash for ln in lines]
-    damage.update(line_statuses(old_hashes, [ln.seq for ln in lines], bodies, GENESIS))
+    damage.update(checker.damage())
     return {
         "file": where,
         "events": len(lines),
