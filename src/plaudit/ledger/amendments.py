@@ -19,7 +19,8 @@ attributed stays one unattributed `audit_correction`, as before: the total is al
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,54 +80,71 @@ class Evidence:
         self.known = known  # False: nothing can be said, so nothing is attributed
 
 
-def rows(tx: Tx) -> list[Row]:
-    """Every transaction, in log order, as the projection holds it (rebuilt from the log)."""
-    return [
-        Row(int(s), i, c, sess, int(pts), int(rt), k, int(am))
-        for s, i, c, sess, pts, rt, k, am in tx.fetchall(
-            "SELECT seq, id, category, session, points, running_total, kind, amended"
-            " FROM ledger_tx ORDER BY seq"
-        )
-    ]
+def rows(tx: Tx) -> Iterator[Row]:
+    """Every transaction, in log order, as the projection holds it (rebuilt from the log),
+    streamed: an audit of a large ledger holds three of them at a time."""
+    for s, i, c, sess, pts, rt, k, am in tx.iterate(
+        "SELECT seq, id, category, session, points, running_total, kind, amended"
+        " FROM ledger_tx ORDER BY seq"
+    ):
+        yield Row(int(s), i, c, sess, int(pts), int(rt), k, int(am))
 
 
-def find(txs: Sequence[Row], evidence: Evidence) -> list[Amendment]:
+def find(txs: Iterable[Row], evidence: Evidence) -> list[Amendment]:
     """An amendment for every edited transaction whose acknowledged points the running totals
     around it tell, and that it does not hold yet."""
     if not evidence.known:
         return []
     out: list[Amendment] = []
-    for i, row in enumerate(txs):
-        if row.kind == "audit":
-            continue
-        prev_rt = txs[i - 1].running_total if i else 0
-        if row.points + row.amended == row.running_total - prev_rt:
-            continue
-        prev_seq = txs[i - 1].seq if i else 0
-        if evidence.status(row.seq) != FORGED or evidence.gap_between(prev_seq, row.seq):
-            continue
-        if i and evidence.status(txs[i - 1].seq) == MOVED:
-            continue
-        before = _trusted(txs, i - 1, evidence) if i else 0
-        acknowledged = _trusted(txs, i, evidence) - before
-        amount = acknowledged - (row.points + row.amended)
-        if amount:
-            out.append(Amendment(row, acknowledged, amount))
+    window: deque[Row | None] = deque([None, None], maxlen=3)  # before, this one, next
+    for row in _and_end(iter(txs)):
+        window.append(row)
+        before, this, nxt = window
+        if this is not None:
+            found = _amendment(before, this, nxt, evidence)
+            if found is not None:
+                out.append(found)
     return out
 
 
-def _trusted(txs: Sequence[Row], j: int, evidence: Evidence) -> int:
-    """The acknowledged running total after transaction j: its own, unless it was edited and
-    the next transaction, intact, says what it was."""
-    row = txs[j]
-    if evidence.status(row.seq) == FORGED and j + 1 < len(txs):
-        nxt = txs[j + 1]
-        if (
-            nxt.kind != "audit"
-            and evidence.status(nxt.seq) == INTACT
-            and not evidence.gap_between(row.seq, nxt.seq)
-        ):
-            return nxt.running_total - nxt.points - nxt.amended
+def _and_end(rows: Iterator[Row]) -> Iterator[Row | None]:
+    yield from rows
+    yield None
+
+
+def _amendment(
+    before: Row | None, row: Row, nxt: Row | None, evidence: Evidence
+) -> Amendment | None:
+    if row.kind == "audit":
+        return None
+    prev_rt = before.running_total if before else 0
+    if row.points + row.amended == row.running_total - prev_rt:
+        return None
+    if evidence.status(row.seq) != FORGED or evidence.gap_between(
+        before.seq if before else 0, row.seq
+    ):
+        return None
+    if before is not None and evidence.status(before.seq) == MOVED:
+        return None
+    # the running total before it is trusted as written: were it forged, this row (forged
+    # too) could not confirm it
+    acknowledged = _trusted(row, nxt, evidence) - prev_rt
+    amount = acknowledged - (row.points + row.amended)
+    return Amendment(row, acknowledged, amount) if amount else None
+
+
+def _trusted(row: Row, nxt: Row | None, evidence: Evidence) -> int:
+    """The acknowledged running total after `row`: its own, unless it was edited and the next
+    transaction, intact, says what it was."""
+    confirms = (
+        nxt is not None
+        and nxt.kind != "audit"
+        and evidence.status(nxt.seq) == INTACT
+        and not evidence.gap_between(row.seq, nxt.seq)
+    )
+    if confirms and evidence.status(row.seq) == FORGED:
+        assert nxt is not None
+        return nxt.running_total - nxt.points - nxt.amended
     return row.running_total
 
 
