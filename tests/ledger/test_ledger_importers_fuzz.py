@@ -159,3 +159,14 @@ def test_a_refused_import_leaves_an_existing_store_as_it_was(tmp_path: Path, cap
     assert main(["--db", str(db), "ledger", "import-progress", str(f)]) == 2
     with Plaudit.open(db) as p:
         assert p.log.head() == head
+
+
+def test_a_refused_record_batch_file_creates_no_store(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "batch.jsonl"
+    f.write_text(
+        '{"category": "pattern_reuse", "action": "a"}\n{"category": "nope", "action": "b"}\n'
+    )
+    db = tmp_path / "new" / "p.db"
+    assert main(["--db", str(db), "ledger", "record-batch", str(f)]) == 2
+    assert "[1]: category: unknown category 'nope'" in capsys.readouterr().err
+    assert not db.parent.exists()

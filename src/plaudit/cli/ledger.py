@@ -109,9 +109,13 @@ def record_batch(db: str | None, file: str, as_json: bool) -> None:
 
     Each item has category and action, optionally points, source, session, key."""
     from plaudit.inputs import as_list, load
+    from plaudit.ledger.spec import parse_spec
 
     items = as_list(load(file, what="input"))
-    with open_ledger(db, create=True) as lg:
+    config = _loaded_config()
+    for i, raw in enumerate(items):  # a refused file creates no store
+        parse_spec(config, raw, where=f"[{i}]")
+    with open_ledger(db, create=True, config=config) as lg:
         txs = lg.record_batch(items)
     if as_json:
         echo_json({"recorded": len(txs), "transactions": txs})
