@@ -41,6 +41,7 @@ PINNED = {
     "EventLog",
     "Head",
     "IntegrityError",
+    "ListenError",
     "LogView",
     "MissingExtraError",
     "NotFoundError",

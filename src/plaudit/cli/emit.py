@@ -66,6 +66,57 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"error: {message} (in `{self.prog}`; see --help)\n")
         raise SystemExit(USAGE_EXIT)
 
+    # A typo gets the names it may have meant, as the click commands answer one.
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            hint = _did_you_mean(str(value), names)
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r}{'.' + hint if hint else ''} "
+                f"(choose from {', '.join(map(repr, names))})",
+            )
+        super()._check_value(action, value)  # type: ignore[misc]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """An unknown option is reported, with what it may have meant, before argparse
+        reports the required options it then counts as missing."""
+        if args is not None and self._subparsers is None:
+            self._check_options(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _check_options(self, args: list[str]) -> None:
+        skip = False
+        for arg in args:
+            if skip or arg == "--":
+                skip = False
+                if arg == "--":
+                    return
+                continue
+            if not arg.startswith("--") or len(arg) < 3:
+                continue
+            name, eq, _ = arg.partition("=")
+            action = self._option_string_actions.get(name)
+            found = [] if action is not None else self._get_option_tuples(name)
+            if action is None and len(found) == 1:
+                action = found[0][0]
+            if action is None and not found:
+                known = [o for o in self._option_string_actions if o.startswith("--")]
+                self.error(f"no such option: {name}.{_did_you_mean(name, known)}".rstrip("."))
+            skip = action is not None and action.nargs != 0 and not eq
+
+
+def _did_you_mean(word: str, names: list[str]) -> str:
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, names, n=3)
+    if len(close) == 1:
+        return f" Did you mean {close[0]!r}?"
+    if close:
+        return f" Did you mean one of: {', '.join(map(repr, close))}?"
+    return ""
+
 
 def _globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # On subcommands the defaults are suppressed so they do not erase values given earlier.
