@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "ConflictError": "plaudit.errors",
     "DeadlineError": "plaudit.errors",
     "IntegrityError": "plaudit.errors",
+    "ListenError": "plaudit.errors",
     "MissingExtraError": "plaudit.errors",
     "NotFoundError": "plaudit.errors",
     "PlauditError": "plaudit.errors",
@@ -32,6 +33,9 @@ _EXPORTS: dict[str, str] = {
     "Event": "plaudit.events",
     "StoredEvent": "plaudit.events",
     "make_event": "plaudit.events",
+    "TraceContext": "plaudit.tracecontext",
+    "current_trace": "plaudit.tracecontext",
+    "trace_context": "plaudit.tracecontext",
     "uuid7": "plaudit.ids",
     "evaluate_policy": "plaudit.signals.evaluate",
     "Checkpoint": "plaudit.store.checkpoints",
@@ -66,6 +70,7 @@ __all__ = [
     "EventLog",
     "Head",
     "IntegrityError",
+    "ListenError",
     "LogView",
     "MissingExtraError",
     "NotFoundError",
@@ -77,6 +82,7 @@ __all__ = [
     "Selection",
     "StoreNotFoundError",
     "StoredEvent",
+    "TraceContext",
     "Tx",
     "ValidationError",
     "VerifyReport",
@@ -84,9 +90,11 @@ __all__ = [
     "__version__",
     "check_consistency",
     "check_proof",
+    "current_trace",
     "evaluate_policy",
     "make_event",
     "register_projection",
+    "trace_context",
     "unregister_projection",
     "uuid7",
 ]
@@ -114,6 +122,7 @@ if TYPE_CHECKING:
         ConflictError,
         DeadlineError,
         IntegrityError,
+        ListenError,
         MissingExtraError,
         NotFoundError,
         PlauditError,
@@ -138,3 +147,4 @@ if TYPE_CHECKING:
     )
     from plaudit.store.checkpoints import Checkpoint
     from plaudit.store.proofs import ProofReport, check_consistency, check_proof
+    from plaudit.tracecontext import TraceContext, current_trace, trace_context

@@ -97,6 +97,15 @@ class ConfigError(PlauditError):
     http_status = 400
 
 
+class ListenError(PlauditError):
+    """A server cannot listen on its address: the port is in use, or not ours to take.
+
+    Raised before a store is opened, so a server that cannot start creates nothing."""
+
+    exit_code = 7
+    http_status = 503
+
+
 class MissingExtraError(ConfigError):
     """A feature needs an optional extra that is not installed (see plaudit.extras)."""
 

@@ -15,6 +15,7 @@ of one process that submit at the same moment share one transaction (`GroupCommi
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -96,7 +97,13 @@ class Sequencer(ABC):
     ) -> Ticket:
         """Hand one call over. `enqueue`: the ticket may resolve once the events are durable,
         before they have positions. `durable=False` (with `fn`): the commit may return before
-        it reaches the disk (see `EventLog.run`)."""
+        it reaches the disk (see `EventLog.run`). A function runs in whichever thread leads
+        its group, but with its caller's context variables (the trace context its events
+        carry, say)."""
+        if fn is not None:
+            context = contextvars.copy_context()
+            call = fn
+            fn = lambda writer: context.run(call, writer)  # noqa: E731
         request = Request(self.core.sign(prepared), on_conflict, fn, durable)
         return self._submit(request, enqueue=enqueue)
 
