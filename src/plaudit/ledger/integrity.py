@@ -38,11 +38,11 @@ def log_verified(p: Plaudit, *, full: bool = False) -> VerifyOutcome:
     `verified` flag (so the CLI, HTTP and the dashboard), `verify()` and the audit all call
     this, so the ledger is never shown verified while `plaudit log verify` fails.
 
-    `full=False` (the write path, `score()`'s flag) is the log's incremental verify: from the
-    newest checkpoint an earlier verify confirmed, so its cost follows what is new. `full=True`
-    (`ledger verify`, the audit) re-checks every position.
+    `full=False` (the write path, `score()`'s flag) checks only what came after this process's
+    last verify (the first one starts from the verifier's confirmed checkpoint), so its cost
+    follows what is new. `full=True` (`ledger verify`, the audit) re-checks every position.
     """
-    r = p.log.verify(full=full)
+    r = p.log.verify(full=full, new_only=not full)
     return VerifyOutcome(
         ok=r.ok,
         length=r.length,

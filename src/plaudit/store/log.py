@@ -227,12 +227,19 @@ class EventLog:
         full: bool = False,
         witness: Sequence[str | os.PathLike[str]] = (),
         writers: bool = False,
+        new_only: bool = False,
     ) -> VerifyReport:
         """Check the chain, the Merkle tree, the signed checkpoints and the witnesses; report
         the first position that does not check out (see `plaudit.store.verify`). `writers`:
-        also every event's writer signature (`plaudit.store.writers`)."""
+        also every event's writer signature (`plaudit.store.writers`). `new_only`: only what
+        came after this process's last verify."""
         return self._verifier.verify(
-            against, workers=workers, full=full, witness=witness, writers=writers
+            against,
+            workers=workers,
+            full=full,
+            witness=witness,
+            writers=writers,
+            new_only=new_only,
         )
 
     def register_writer(self, verifier_key: str) -> AppendResult:

@@ -147,6 +147,15 @@ class _Run:
         self.first_bad: int | None = None
         self.reason: str | None = None
 
+    def progress(self) -> Any:
+        """Where the next verify of this process may start: the head just checked."""
+        from plaudit.store.attestation import Start
+
+        state = self.state
+        if state.tree_size != state.seq or self.tree is None:
+            return None
+        return Start(state.seq, state.compact_range(), state.hash)
+
     def fail(self, position: int, reason: str) -> None:
         if self.first_bad is None:
             self.first_bad, self.reason = position, reason
@@ -221,6 +230,12 @@ class Verifier:
     def __init__(self, backend: Backend, checkpointer: Checkpointer) -> None:
         self.backend = backend
         self.checkpointer = checkpointer
+        #: How far a verify of this process has checked the log (a `Start`): a verify with
+        #: `new_only` checks only what came after, so a read that asks "does the log verify?"
+        #: (the ledger's score) costs what is new.
+        self._progress: Any = None
+        #: The checkpoint last written to (or read from) the verifier's state file.
+        self._saved: Any = None
 
     def verify(
         self,
@@ -230,6 +245,7 @@ class Verifier:
         full: bool = False,
         witness: Sequence[str | os.PathLike[str]] = (),
         writers: bool = False,
+        new_only: bool = False,
     ) -> VerifyReport:
         """Check the chain, the Merkle tree, every stored field of the head and of each
         checkpoint, the signatures and the witnesses; report the first position that does not
@@ -239,7 +255,9 @@ class Verifier:
         as this user's verifier state remembers it (`plaudit.store.verifier_state`, outside
         the database), so its cost follows what is new; `full=True`, or no state, checks
         everything. A long full check runs in position ranges in parallel (`workers`).
-        Witness directories are `witness` plus the store's own (`$PLAUDIT_WITNESS`)."""
+        Witness directories are `witness` plus the store's own (`$PLAUDIT_WITNESS`).
+        `new_only`: start where this process's last verify left off, so that only what came
+        after is checked (the ledger asks this on every record and score read)."""
         from plaudit.store import verifier_state
 
         anchor = Head.parse(against) if isinstance(against, str) else against
@@ -247,21 +265,27 @@ class Verifier:
         key, signatures = self._key(warnings)
         public = None if key is None else key.public_key
         confirmed = None
-        if not full and key is not None:
+        use_progress = new_only and not full and self._progress is not None
+        if not full and key is not None and not use_progress:
             confirmed, problem = verifier_state.load(self.backend, key.fingerprint)
             warnings += [problem] if problem else []
+            self._saved = confirmed
         witnesses = list(dict.fromkeys([*self.checkpointer.witnesses, *_paths(witness)]))
         with ExitStack() as cleanup, self.backend.read() as tx:
             keys, rotation_problem = _timeline(tx, public)
-            run = self._check(tx, cleanup, keys, confirmed, witnesses, workers, anchor)
+            progress = self._progress if use_progress else None
+            run = self._check(tx, cleanup, keys, confirmed, witnesses, workers, anchor, progress)
             if rotation_problem is not None:
                 run.fail(*rotation_problem)
             signed = _writers(tx, run) if writers else None
         if run.tree is not None:
             warnings += [w for out in run.tree.witnesses for w in out.get("warnings", [])]
-        if run.first_bad is None and run.tree is not None and run.tree.confirmed is not None:
-            problem = verifier_state.save(self.backend, run.tree.confirmed)
+        self._progress = run.progress() if run.first_bad is None else None
+        new = None if run.tree is None else run.tree.confirmed
+        if run.first_bad is None and new is not None and new != self._saved:
+            problem = verifier_state.save(self.backend, new)
             warnings += [problem] if problem else []
+            self._saved = new
         report = run.report(anchor, signatures, warnings)
         if signed is not None:
             report.writers = msgspec.to_builtins(signed)
@@ -295,13 +319,22 @@ class Verifier:
         witnesses: list[Path],
         workers: int | None,
         anchor: Head | None,
+        progress: Any = None,
     ) -> _Run:
         from plaudit.store.attestation import check_head, check_tree, verified_start
 
         view = LogView(tx)
         state = self.backend.ops.head(tx)
         low, high = view.bounds()
-        start = None if confirmed is None else verified_start(tx, state.seq, keys, confirmed)
+        start = None
+        if (
+            progress is not None
+            and progress.size <= state.seq
+            and (progress.size == 0 or view.hash_at(progress.size) == progress.prev)
+        ):
+            start = progress  # this process checked up to here: only what is new
+        if start is None and confirmed is not None:
+            start = verified_start(tx, state.seq, keys, confirmed)
         run = _Run(state, start)
         if start is not None:
             run.ranges = [(start.size + 1, state.seq)] if start.size < state.seq else []
