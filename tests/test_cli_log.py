@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from _logtools import ev
@@ -231,8 +232,16 @@ def test_every_log_command_has_db_and_json() -> None:
     from plaudit.cli.log import log, rebuild
 
     read_only = {"verify", "head", "tail", "stats", "quarantine", "import", "append"}
-    store_free = {"check-proof"}  # never opens a store, so a --db would only mislead
-    for name, cmd in [*log.commands.items(), ("rebuild", rebuild)]:
+    read_only |= {"writers list", "check-receipt"}
+    # These never open a store, so a --db would only mislead.
+    store_free = {"check-proof", "writers new"}
+    commands = [("rebuild", rebuild)]
+    for name, cmd in log.commands.items():
+        if isinstance(cmd, click.Group):
+            commands += [(f"{name} {sub}", c) for sub, c in cmd.commands.items()]
+        else:
+            commands.append((name, cmd))
+    for name, cmd in commands:
         opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
         if name in store_free:
             assert "--db" not in opts and "--json" in opts, name

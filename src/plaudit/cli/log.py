@@ -421,7 +421,8 @@ def writers() -> None:
 @writers.command("new")
 @click.argument("name")
 @click.option("--out", "out", required=True, metavar="FILE", help="Where the key goes (new, 0600).")
-def writers_new(name: str, out: str) -> None:
+@json_option
+def writers_new(name: str, out: str, as_json: bool) -> None:
     """Make a writer key NAME in a new private FILE and print its verifier key string, for
     `plaudit log writers add` (point $PLAUDIT_WRITER_KEY at FILE on that writer)."""
     from plaudit.store.perms import create_file
@@ -432,7 +433,10 @@ def writers_new(name: str, out: str) -> None:
         raise fail(f"{out} exists already: plaudit never overwrites a key", 2)
     with open(out, "wb") as f:
         f.write(f"name: {name}\n".encode() + key.pem())
-    click.echo(str(key.verifier))
+    if as_json:
+        echo_json({"name": name, "key_file": out, "verifier_key": str(key.verifier)})
+    else:
+        click.echo(str(key.verifier))
 
 
 @writers.command("add")

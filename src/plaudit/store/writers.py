@@ -80,12 +80,12 @@ def new_writer_key(name: str) -> WriterKey:
 def load_writer_key(spec: str | None = None) -> WriterKey | None:
     """The writer key a path or PEM text names (default: `$PLAUDIT_WRITER_KEY`), or None. The
     PEM's first line may be preceded by `name: <writer name>`; otherwise the file's stem."""
+    spec = spec if spec is not None else os.environ.get(ENV_WRITER_KEY)
+    if not spec:
+        return None  # before importing cryptography: the hook path never pays for it
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    spec = spec if spec is not None else os.environ.get(ENV_WRITER_KEY)
-    if not spec:
-        return None
     if spec.lstrip().startswith(("-----BEGIN", "name:")):
         text, origin, stem = spec, f"${ENV_WRITER_KEY}", "writer"
     else:
