@@ -17,13 +17,14 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from plaudit.errors import ValidationError
+from plaudit.seqmem import REPEAT
 from plaudit.signals.contract import PREFIX
 from plaudit.signals.formats import FORMATS, RowWriter, open_writer
 from plaudit.signals.join import REWARDS, Collected, Collector, Progress, joined_rows
@@ -321,9 +322,25 @@ def collect_log(
     col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
     # Raw columns in log order, without building an event object per row.
     with plaudit.log.reading() as view:
-        rows = view.scan_columns(("seq", "type", "ts_ms", "session_id", "payload"), types=[PREFIX])
-        col.feed_rows(rows, progress=progress)
+        rows = view.scan_columns(
+            ("seq", "type", "ts_ms", "session_id", "payload"), types=[PREFIX, REPEAT]
+        )
+        col.feed_rows(_unwrap_repeats(rows), progress=progress)
     return col
+
+
+def _unwrap_repeats(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The log's router events, each repeat record (kept by `plaudit log import` for an exact
+    repeat of a line) as the event it repeats, where it stood: the lines the file held."""
+    from plaudit.signals.projection import repeated_router_event
+
+    for row in rows:
+        if row[1] != REPEAT:
+            yield row
+            continue
+        kind, payload = repeated_router_event(msgspec.json.decode(row[4]))
+        if kind is not None:
+            yield row[0], kind, row[2], row[3], msgspec.json.encode(payload)
 
 
 class _FromCollector:
