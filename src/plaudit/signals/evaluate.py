@@ -33,6 +33,7 @@ from plaudit.signals.policy import (
     DECISION_FIELDS,
     Distribution,
     Policy,
+    candidate_tasks,
     check_key_paths,
     check_tasks,
     load_policy,
@@ -79,19 +80,6 @@ def _decision(row: _Row) -> dict[str, Any]:
     """The decision as a policy sees it: DECISION_FIELDS only (see `plaudit.signals.policy`)."""
     out = {name: getattr(row, name, None) for name in DECISION_FIELDS[1:]}
     return {"decision_id": row.id, **out}
-
-
-def _candidate_tasks(candidates: Any) -> Iterator[str]:
-    """Task names in a decision's `candidates`: strings, or objects' `task` (or `name`)."""
-    if not isinstance(candidates, list):
-        return
-    for c in candidates:
-        if type(c) is str:
-            yield c
-        elif isinstance(c, dict):
-            name = c.get("task", c.get("name"))
-            if isinstance(name, str):
-                yield name
 
 
 def _propensity_problem(value: Any) -> str | None:
@@ -225,6 +213,7 @@ class _Collected:
         self.returned: dict[str, str] = {}  # task -> where a callable first returned it
         self.missing = 0
         self.invalid = 0
+        self.skipped = 0
         self.invalid_samples: list[dict[str, Any]] = []
         self.null_ids: set[str] = set()
 
@@ -255,25 +244,33 @@ def _row_key(row: _Row, path: tuple[str, ...]) -> Any:
     return walk(row.id if head == "decision_id" else getattr(row, head), path, 1)
 
 
+#: Which decisions an evaluation leaves out: (decision id, session id, ts_ms) -> True to skip.
+Skip = Callable[[str, str, Any], bool]
+
+
 def _collect(
     rows: Iterator[tuple[str, str, str, str, int, bytes | None]],
     policy: Policy,
     group_paths: tuple[tuple[str, ...], ...],
     default_propensity: float | None,
+    skip: Skip | None = None,
 ) -> _Collected:
     col = _Collected()
     known = col.known
     key_paths = policy.key
-    table_lookup: Callable[..., Distribution | None] | None = (
-        getattr(policy, "lookup", None) if policy.kind == "table" else None
+    fast: Callable[..., Distribution | None] | None = (
+        policy.for_key if policy.kind in ("table", "model") else None
     )
     same_key = group_paths == key_paths
     for _, _, _, _, _, line in rows:
         if line is None:
             continue
         row = _decode_row(line)
+        if skip is not None and skip(row.id, row.session_id or "", row.ts_ms):
+            col.skipped += 1
+            continue
         known[row.chosen_task] = None
-        for task in _candidate_tasks(row.candidates):
+        for task in candidate_tasks(row.candidates):
             known[task] = None
         p = row.propensity
         if p is None:
@@ -288,9 +285,9 @@ def _collect(
             if problem is not None:
                 col.note_invalid(row.id, p, problem)
                 continue
-        if table_lookup is not None:
+        if fast is not None:
             values = tuple([_row_key(row, k) for k in key_paths])
-            dist = table_lookup(values)
+            dist = fast(values, row.candidates)
             if dist is None:
                 dist = policy.distribution(_decision(row))  # raises, naming the key values
         else:
@@ -358,9 +355,12 @@ def evaluate_policy(
     reward_key: Sequence[str] | None = None,
     now_ms: int | None = None,
     progress: Progress | None = None,
+    skip: Skip | None = None,
 ) -> dict[str, Any]:
     """Estimate what `policy` would have earned per decision on the logged decisions of the
     store (`plaudit`) or of a seq_mem file (`seq_mem`, which wins when both are given).
+    `skip(decision_id, session_id, ts_ms)`: True for a decision to leave out (counted in
+    `counts.skipped`; `plaudit signal compare` leaves out those a policy learned from).
 
     `policy`: a JSON table file's path, `module:function`, a table as a mapping, a Python
     callable (decision dict -> {task: probability}) or a `plaudit.signals.policy.Policy`.
@@ -412,7 +412,7 @@ def evaluate_policy(
         rows = source.rows(
             seed=42, history_size=3, rewards=reward_map, progress=progress, full=True
         )
-        col = _collect(rows, pol, group_paths, default_propensity)
+        col = _collect(rows, pol, group_paths, default_propensity, skip)
         counts = source.counts
     if col.null_ids:
         raw = _raw_propensities(
@@ -431,7 +431,7 @@ def evaluate_policy(
         named = table_tasks.items() if table_tasks is not None else col.returned.items()
         check_tasks(named, col.known)
     n = len(col.ids)
-    joined = counts.joined_rows
+    joined = counts.joined_rows - col.skipped
     logged = n - len(col.pending)
     coverage = logged / joined if joined else 0.0
     result: dict[str, Any] = {
@@ -459,6 +459,7 @@ def evaluate_policy(
             "missing_propensity": col.missing,
             "invalid_propensity": col.invalid,
             "defaulted_propensity": len(col.pending),
+            "skipped": col.skipped,
         },
         "propensity": {
             "coverage": round(coverage, 6),

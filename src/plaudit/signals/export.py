@@ -687,11 +687,8 @@ def _run(
     )
     by_session = split_by == "session"
     session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
-    # Per row, kept in flat lists and tallied at the end by C code (Counter, set).
-    sessions: list[str] = []
-    tasks: list[str] = []
-    outcomes: list[str] = []
-    splits: list[int] = []
+    tally = RowTally()
+    sessions, tasks, outcomes, splits = tally.sessions, tally.tasks, tally.outcomes, tally.splits
     decode = msgspec.json.decode
     for _, session, chosen, outcome, row_bucket, line in rows:
         if by_session and session:
@@ -717,21 +714,37 @@ def _run(
             row = decode(line)
             for w in parsed[split]:
                 w.write(row)
-    outcome_counts = Counter([o or "unknown" for o in outcomes])
-    task_counts = Counter([t or "unknown" for t in tasks])
-    per_split = Counter(splits)
-    # How many splits each session's rows went to: more than one is leakage.
-    session_splits = Counter([s for s, _ in set(zip(sessions, splits, strict=True)) if s])
-    leaking = sum(1 for n in session_splits.values() if n > 1)
     del sessions, tasks, outcomes, splits
-    return _summary(
-        source,
-        dict(task_counts),
-        dict(outcome_counts),
-        [per_split[i] for i in range(3)],
-        len(session_splits),
-        leaking,
-    )
+    return tally.summary(source)
+
+
+class RowTally:
+    """What the summary counts of the exported rows: per row, kept in flat lists and tallied
+    at the end by C code (Counter, set)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[str] = []
+        self.tasks: list[str] = []
+        self.outcomes: list[str] = []
+        self.splits: list[int] = []
+
+    def summary(self, source: Any) -> dict[str, Any]:
+        """The summary of `source` (its counts are final once its rows were read)."""
+        outcome_counts = Counter([o or "unknown" for o in self.outcomes])
+        task_counts = Counter([t or "unknown" for t in self.tasks])
+        per_split = Counter(self.splits)
+        # How many splits each session's rows went to: more than one is leakage.
+        pairs = set(zip(self.sessions, self.splits, strict=True))
+        session_splits = Counter([s for s, _ in pairs if s])
+        leaking = sum(1 for n in session_splits.values() if n > 1)
+        return _summary(
+            source,
+            dict(task_counts),
+            dict(outcome_counts),
+            [per_split[i] for i in range(3)],
+            len(session_splits),
+            leaking,
+        )
 
 
 def _summary(
