@@ -324,5 +324,5 @@ def test_candidates_that_leave_tasks_out_make_a_model_that_chooses_among_them(
     res = evaluate_policy(out, seq_mem=log, now_ms=now, max_age_hours=AGE, bootstrap=0)
     assert res["estimates"]["dr"]["difference"] > 0.1
     broken = {**json.loads(out.read_text()), "key": ["context.x"], "values": {"x": {"a": 1.0}}}
-    with pytest.raises(ValidationError, match="values.x: policy: value of 'b' must be a number"):
+    with pytest.raises(ValidationError, match=r"values\.x: policy: value of 'b' must be a number"):
         load_policy(broken)
