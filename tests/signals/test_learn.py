@@ -107,43 +107,51 @@ def test_the_held_out_estimate_is_what_compare_finds_on_the_decisions_never_lear
     assert again["offline"]["dr"] == result["evaluation"]["estimates"]["dr"]
 
 
-def _noise_log(path: Path, n: int, seed: int) -> Path:
-    """Rewards that no context predicts: a memoriser's in-sample gain is pure overfitting."""
+def _log(
+    path: Path, n: int, seed: int, success: dict[str, float], subsets: list[list[str]]
+) -> Path:
+    """n decisions, each among one of `subsets` (its candidates) chosen uniformly, the task
+    uniformly among them (its propensity logged); `success[task]` the chance it succeeds; one
+    decision in ten overridden (the gates ask for overrides). Five decisions a session."""
     rnd = random.Random(seed)
     rows = []
     for i in range(n):
-        did, session = f"m-{i}", f"ms-{i // 5}"
-        task = rnd.choice(["a", "b", "c"])
+        cands = rnd.choice(subsets)
+        task = rnd.choice(cands)
+        did, session, ts = f"d-{i}", f"s-{i // 5}", START + 1000 * i
         d = build_decision(
             decision_id=did,
             chosen_task=task,
-            confidence=1 / 3,
+            confidence=0.5,
             user_intent="",
             session_id=session,
-            candidates=["a", "b", "c"],
-            propensity=1 / 3,
+            candidates=cands,
+            propensity=1 / len(cands),
         )
-        rows.append(seq_mem_row(d, START + 1000 * i))
+        rows.append(seq_mem_row(d, ts))
         if i % 10 == 0:
             v = build_override(
                 decision_id=did, original_task=task, override_task=task, session_id=session
             )
-            rows.append(seq_mem_row(v, START + 1000 * i + 1))
+            rows.append(seq_mem_row(v, ts + 1))
+        outcome = "success" if rnd.random() < success[task] else "failure"
         o = build_outcome(
             decision_id=did,
-            outcome=rnd.choice(["success", "failure"]),
+            outcome=outcome,
             task_executed=task,
             time_to_resolution_ms=5,
             session_id=session,
         )
-        rows.append(seq_mem_row(o, START + 1000 * i + 2))
+        rows.append(seq_mem_row(o, ts + 2))
     return write_rows(path, rows)
 
 
 def test_a_policy_that_memorises_decision_ids_gains_nothing_in_the_estimate(
     tmp_path: Path,
 ) -> None:
-    log = _noise_log(tmp_path / "noise.jsonl", 1500, seed=11)
+    # Rewards that no context predicts: a memoriser's in-sample gain is pure overfitting.
+    noise = {"a": 0.5, "b": 0.5, "c": 0.5}
+    log = _log(tmp_path / "noise.jsonl", 1500, 11, noise, [["a", "b", "c"]])
     out = tmp_path / "memo.json"
     now = START + 1500 * 1000 + 10_000
     result = learn_policy(
@@ -249,6 +257,7 @@ def test_it_refuses_until_the_gates_pass_and_writes_nothing(tmp_path: Path) -> N
         (["--holdout-percent", "100"], "holdout_percent: must be an integer in [5, 95]"),
         (["--feature", "chosen_task"], "does not start at a decision field"),
         (["--min-overrides", "x"], "'x' is not a valid integer"),
+        (["--out", "."], "exists and is not a regular file"),
     ],
 )
 def test_bad_options_are_one_line_and_write_nothing(
@@ -261,46 +270,12 @@ def test_bad_options_are_one_line_and_write_nothing(
     assert not out.exists()
 
 
-def _candidates_log(path: Path, n: int) -> Path:
-    """Decisions whose candidates often leave the best task out: `a` is best, then `b`."""
-    rnd = random.Random(4)
-    rows = []
-    reward = {"a": 0.8, "b": 0.5, "c": 0.2}
-    for i in range(n):
-        cands = rnd.choice([["a", "b", "c"], ["b", "c"]])
-        task = rnd.choice(cands)
-        did, session = f"c-{i}", f"cs-{i // 4}"
-        d = build_decision(
-            decision_id=did,
-            chosen_task=task,
-            confidence=0.5,
-            user_intent="",
-            session_id=session,
-            candidates=cands,
-            propensity=1 / len(cands),
-        )
-        rows.append(seq_mem_row(d, START + 1000 * i))
-        if i % 10 == 0:
-            v = build_override(
-                decision_id=did, original_task=task, override_task="a", session_id=session
-            )
-            rows.append(seq_mem_row(v, START + 1000 * i + 1))
-        outcome = "success" if rnd.random() < reward[task] else "failure"
-        o = build_outcome(
-            decision_id=did,
-            outcome=outcome,
-            task_executed=task,
-            time_to_resolution_ms=5,
-            session_id=session,
-        )
-        rows.append(seq_mem_row(o, START + 1000 * i + 2))
-    return write_rows(path, rows)
-
-
 def test_candidates_that_leave_tasks_out_make_a_model_that_chooses_among_them(
     tmp_path: Path,
 ) -> None:
-    log = _candidates_log(tmp_path / "c.jsonl", 1200)
+    # Candidates often leave the best task out: `a` is best, then `b`.
+    success = {"a": 0.8, "b": 0.5, "c": 0.2}
+    log = _log(tmp_path / "c.jsonl", 1200, 4, success, [["a", "b", "c"], ["b", "c"]])
     out = tmp_path / "model.json"
     now = START + 1200 * 1000 + 10_000
     result = learn_policy(

@@ -9,13 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from fastapi.testclient import TestClient
 
 from plaudit import Plaudit, compare_policy, recommend
 from plaudit.errors import ConflictError, ValidationError
-from plaudit.seqmem import import_file, row_to_event
+from plaudit.seqmem import import_file
 from plaudit.signals import simulate
 from plaudit.signals.policy import load_policy
 
@@ -136,48 +135,34 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return db, work / "policy.json"
 
 
-def _shadow_phase(p: Plaudit, policy: Path, decisions: int) -> None:
-    """The router keeps deciding (the mediocre one); the candidate is asked in shadow."""
-    rows = list(simulate.mediocre().rows(decisions, seed=21, start_ms=START + 10**7, sessions=50))
-    for row in rows:
-        if row["name"] == "flow.router.decision.v1":
-            d = json.loads(row["subject"])
-            p.signals.recommend(
-                policy,
-                context=d["context"],
-                candidates=d["candidates"],
-                decision_id=d["decision_id"],
-                session_id=d["session_id"],
-                shadow=True,
-            )
-    p.log.append_batch([row_to_event(msgspec.convert(r, _Row)) for r in rows])
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "router_loop.py"
 
 
-class _Row(msgspec.Struct):
-    ts_ms: int
-    name: str
-    event_id: str
-    session_id: str = ""
-    dur_us: int | None = None
-    ok: bool | None = None
-    content_hash: str | None = None
-    subject: Any = None
-    source: str = "seq_mem"
+def _example() -> Any:
+    """examples/router_loop.py as a module: its shadow phase is the one these tests run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("router_loop", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_shadow_records_beside_the_decision_and_compare_reports_them(loop) -> None:
     db, policy = loop
     with Plaudit.open(db) as p:
-        _shadow_phase(p, policy, 300)
-        first = next(simulate.mediocre().rows(1, seed=21, start_ms=START + 10**7, sessions=50))
+        sim, later = simulate.mediocre(), START + 10**7
+        _example().shadow(p, sim, policy, 300, later)  # the router decides, the policy in shadow
+        first = next(sim.rows(1, seed=99, start_ms=later, sessions=30))
         d = json.loads(first["subject"])
         kept = {"context": d["context"], "candidates": d["candidates"], "shadow": True}
         again = p.signals.recommend(
-            policy, decision_id="sim-21-0", session_id=d["session_id"], **kept
+            policy, decision_id=d["decision_id"], session_id=d["session_id"], **kept
         )
         assert again["shadow"]["status"] == "present"  # a retry records nothing new
         with pytest.raises(ConflictError):  # another recommendation for the same decision
-            p.signals.recommend(policy, decision_id="sim-21-0", **{**kept, "context": {}})
+            p.signals.recommend(policy, decision_id=d["decision_id"], **{**kept, "context": {}})
         result = p.signals.compare(policy, now_ms=START + 10**8, max_age_hours=AGE, bootstrap=300)
     shadow = result["shadow"]
     assert shadow["records"] >= 300 and shadow["with_outcome"] == 300
@@ -270,3 +255,15 @@ def test_learn_recommend_and_compare_over_http(client: TestClient, tmp_path: Pat
     assert r.status_code == 409 and r.json()["gates"][0]["name"] == "min_decisions"
     r = client.post("/v1/signals/learn", json={"out": "../escape.json"})
     assert r.status_code == 422 and not (tmp_path.parent / "escape.json").exists()
+
+
+def test_the_example_runs_the_loop_end_to_end(tmp_path: Path, monkeypatch, capsys) -> None:
+    import runpy
+    import sys
+
+    argv = ["router_loop.py", "--db", str(tmp_path / "ex.db"), "--decisions", "3000"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--shadow", "150"])
+    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "2. learned a table on" in out and "4. compare: PROMOTE" in out
+    assert "truth: the learned policy earns" in out

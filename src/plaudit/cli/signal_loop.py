@@ -349,8 +349,8 @@ def _print_comparison(result: dict[str, Any], path: str) -> None:
         est = shadow["estimate"]
         agreement = "-" if shadow["agreement"] is None else f"{shadow['agreement']:.1%}"
         click.echo(
-            f"  shadow: {shadow['records']} recommendations recorded, {shadow['with_outcome']}"
-            f" with an outcome; agreed with the router on {agreement}"
+            f"  shadow: recommendations recorded {shadow['records']}, with an outcome"
+            f" {shadow['with_outcome']}; agreed with the router on {agreement}"
         )
         for label, key in (
             ("agreed", "reward_when_agreed"),

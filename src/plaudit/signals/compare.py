@@ -46,9 +46,10 @@ def trained_on(policy: Policy) -> Skip | None:
         start, newest = int(window["start_ms"]), int(window["newest_ts_ms"])
     except (KeyError, TypeError, ValueError):
         raise ValidationError(
-            "policy", "provenance.split and provenance.window are not as learn writes them",
+            "policy",
+            "provenance.split and provenance.window are not as learn writes them",
             where=policy.name,
-        ) from None  # fmt: skip
+        ) from None
     cache: dict[str, bool] = {}
 
     def skip(decision_id: str, session_id: str, ts_ms: Any) -> bool:
@@ -114,17 +115,18 @@ def _agreement(
     """How often the recommendation was the router's choice, and the mean reward either way,
     over the shadowed decisions with an outcome in the window."""
     from plaudit.signals.evaluate import _decode_row
-    from plaudit.signals.export import _source
+    from plaudit.signals.export import joined_lines
 
     sums = {True: [0.0, 0], False: [0.0, 0]}
     now = int(time.time() * 1000) if now_ms is None else now_ms
-    with _source(
-        plaudit, None, now=now, max_age_hours=window["max_age_hours"], seed=42,
-        progress=None, parallel=None, use_projection=True,
-    ) as source:  # fmt: skip
-        rows = source.rows(
-            seed=42, history_size=3, rewards=window["rewards"], progress=None, full=True
-        )
+    with joined_lines(
+        plaudit,
+        None,
+        now=now,
+        max_age_hours=window["max_age_hours"],
+        rewards=window["rewards"],
+        progress=None,
+    ) as (_, rows):
         for did, _, chosen, _, _, line in rows:
             rec = records.get(did)
             if rec is None or line is None:
@@ -188,9 +190,14 @@ def compare_policy(
         "now_ms": now_ms,
     }
     offline = evaluate_policy(
-        pol, plaudit=plaudit, seq_mem=seq_mem, skip=skip, reward_key=reward_key,
-        progress=progress, **options,
-    )  # fmt: skip
+        pol,
+        plaudit=plaudit,
+        seq_mem=seq_mem,
+        skip=skip,
+        reward_key=reward_key,
+        progress=progress,
+        **options,
+    )
     shadow = None
     if plaudit is not None and seq_mem is None:
         shadow = _shadow(plaudit, pol, options, skip)

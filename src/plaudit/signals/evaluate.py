@@ -383,7 +383,7 @@ def evaluate_policy(
     pol = load_policy(policy)
     if group_paths is None:
         group_paths = pol.key
-    from plaudit.signals.export import _check_path, _source
+    from plaudit.signals.export import _check_path, joined_lines
 
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
     if seq_path is None and plaudit is None:
@@ -399,19 +399,14 @@ def evaluate_policy(
     else:
         assert plaudit is not None
         until = plaudit.log.head().length
-    with _source(
+    with joined_lines(
         plaudit,
         seq_path,
         now=now,
         max_age_hours=max_age_hours,
-        seed=42,
+        rewards=reward_map,
         progress=progress,
-        parallel=None,
-        use_projection=True,
-    ) as source:
-        rows = source.rows(
-            seed=42, history_size=3, rewards=reward_map, progress=progress, full=True
-        )
+    ) as (source, rows):
         col = _collect(rows, pol, group_paths, default_propensity, skip)
         counts = source.counts
     if col.null_ids:

@@ -413,6 +413,34 @@ def _source(
     yield _FromCollector(col.out)
 
 
+@contextlib.contextmanager
+def joined_lines(
+    plaudit: Plaudit | None,
+    seq_path: Path | None,
+    *,
+    now: int,
+    max_age_hours: int,
+    rewards: dict[str, float],
+    progress: Progress | None,
+) -> Iterator[tuple[Any, Iterator[tuple[str, str, str, str, int, bytes | None]]]]:
+    """(source, rows): the joined rows with their lines, for the default seed and history,
+    as `signal evaluate`, `learn` and `compare` read them; the source's counts are final once
+    the rows are exhausted."""
+    with _source(
+        plaudit,
+        seq_path,
+        now=now,
+        max_age_hours=max_age_hours,
+        seed=42,
+        progress=progress,
+        parallel=None,
+        use_projection=True,
+    ) as source:
+        yield source, source.rows(
+            seed=42, history_size=3, rewards=rewards, progress=progress, full=True
+        )
+
+
 def export(
     *,
     plaudit: Plaudit | None = None,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import zlib
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -66,6 +67,7 @@ SCHEMA_VERSION = "plaudit_signal_learn_v1"
 #: `context`, and the task of the session's previous decision.
 FIXED_FIELDS = ("source", "project_fingerprint", "project_path", "git_branch", "user_intent")
 HISTORY_FIELD = "event_history.-1.chosen_task"
+_HISTORY_PATH = ("event_history", "-1", "chosen_task")
 #: A field found on its own is left out when it takes more values than this in training.
 MAX_VALUES = 32
 #: A table (or model) holds at most this many entries.
@@ -128,8 +130,10 @@ def check_learn_options(
         rewards=rewards,
         reward_key=None,
     )
-    for name, value, low, high in (("max_features", max_features, 0, 8),
-                                   ("holdout_percent", holdout_percent, 5, 95)):  # fmt: skip
+    for name, value, low, high in (
+        ("max_features", max_features, 0, 8),
+        ("holdout_percent", holdout_percent, 5, 95),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ValidationError(name, f"must be an integer in [{low}, {high}], got {value!r}")
     if isinstance(explore, bool) or not isinstance(explore, int | float) or not 0 < explore < 1:
@@ -152,14 +156,32 @@ class _Column:
         self.vocab: dict[str, int] = {}
         self.codes = array("i", bytes(4 * rows_before))
 
-    def add(self, value: Any) -> None:
-        if value is MISSING:
-            self.codes.append(0)
-            return
-        code = self.vocab.get(value)
-        if code is None:
-            code = self.vocab[value] = len(self.vocab) + 1
-        self.codes.append(code)
+
+class _Lines:
+    """Rows' lines kept for later, compressed a megabyte at a time (JSON rows shrink about
+    tenfold): the held-out third of 200,000 rows would otherwise hold 60 MB."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.buffer = bytearray()
+        self.count = 0
+
+    def append(self, line: bytes) -> None:
+        self.buffer += line if line.endswith(b"\n") else line + b"\n"
+        self.count += 1
+        if len(self.buffer) >= self.CHUNK:
+            self.chunks.append(zlib.compress(self.buffer, 1))
+            self.buffer = bytearray()
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in [*self.chunks, None]:
+            data = bytes(self.buffer) if chunk is None else zlib.decompress(chunk)
+            yield from data.split(b"\n")[:-1]  # every line ends with one
 
 
 class _Reader:
@@ -183,7 +205,7 @@ class _Reader:
         self.tally = RowTally()
         self.columns: dict[str, _Column] = {}
         self.too_many: set[str] = set()
-        self.held_out: list[bytes] = []
+        self.held_out = _Lines()
         self.held_sessions: set[str] = set()
         self.sessions: dict[str, int] = {}
         self.session: array[int] = array("i")
@@ -193,6 +215,9 @@ class _Reader:
         self.propensity: array[float] = array("d")
         self.candidates: dict[tuple[str, ...], int] = {}
         self.candidate_set: array[int] = array("i")
+        self._by_raw: dict[Any, int] = {}
+        self._context_paths: dict[str, str] = {}
+        self._named = [(".".join(p), p) for p in paths or ()]
         self.missing = self.invalid = 0
         self.newest_ts = 0
         self._split: dict[str, bool] = {}
@@ -235,35 +260,73 @@ class _Reader:
         self.reward.append(float(reward) if isinstance(reward, int | float) else 0.0)
         self.propensity.append(float(p))
         self.session.append(self.sessions.setdefault(session, len(self.sessions)))
-        named = tuple(dict.fromkeys(candidate_tasks(row.candidates)))
-        self.candidate_set.append(self.candidates.setdefault(named, len(self.candidates)))
+        self.candidate_set.append(self._candidates(row.candidates))
+        columns = self.columns
         for path, value in self._values(row):
-            column = self.columns.get(path)
+            column = columns.get(path)
             if column is None:
                 if path in self.too_many:
                     continue
-                column = self.columns[path] = _Column(n)
-            column.add(value)
-            if self.paths is None and len(column.vocab) > MAX_VALUES:
-                self.too_many.add(path)
-                del self.columns[path]
-        for column in self.columns.values():  # fields this row does not have: missing
-            if len(column.codes) == n:
+                column = columns[path] = _Column(n)
+            if value is MISSING:
+                column.codes.append(0)
+                continue
+            vocab = column.vocab
+            code = vocab.get(value)
+            if code is None:
+                code = vocab[value] = len(vocab) + 1
+                if self.paths is None and code > MAX_VALUES:
+                    self.too_many.add(path)
+                    del columns[path]
+                    continue
+            column.codes.append(code)
+        n += 1
+        for column in columns.values():  # fields this row does not have: missing
+            if len(column.codes) < n:
                 column.codes.append(0)
 
-    def _values(self, row: _Row) -> Iterator[tuple[str, Any]]:
+    def _candidates(self, candidates: Any) -> int:
+        """The code of a decision's candidate set (the task names it lists, in order)."""
+        try:
+            key: Any = tuple(candidates) if type(candidates) is list else ()
+            return self._by_raw[key]
+        except KeyError:
+            named = tuple(dict.fromkeys(candidate_tasks(candidates)))
+            code = self.candidates.setdefault(named, len(self.candidates))
+            self._by_raw[key] = code
+            return code
+        except TypeError:  # objects in the list: not hashable as they are
+            named = tuple(dict.fromkeys(candidate_tasks(candidates)))
+            return self.candidates.setdefault(named, len(self.candidates))
+
+    def _values(self, row: _Row) -> list[tuple[str, Any]]:
         if self.paths is not None:
-            for path in self.paths:
-                yield ".".join(path), _row_key(row, path)
-            return
-        for name in FIXED_FIELDS:
-            yield name, as_key(getattr(row, name))
+            return [(name, _row_key(row, path)) for name, path in self._named]
+        out = [(name, as_key(getattr(row, name))) for name in FIXED_FIELDS]
         context = row.context
-        if isinstance(context, dict):
+        if type(context) is dict:
             for name, value in context.items():
-                if "." not in name and name and isinstance(value, str | int | float | bool):
-                    yield f"context.{name}", as_key(value)
-        yield HISTORY_FIELD, _row_key(row, ("event_history", "-1", "chosen_task"))
+                path = self._context_paths.get(name)
+                if path is None:
+                    ok = name and "." not in name
+                    path = self._context_paths[name] = f"context.{name}" if ok else ""
+                if path and isinstance(value, str | int | float | bool):
+                    out.append((path, value if type(value) is str else as_key(value)))
+        out.append((HISTORY_FIELD, _row_key(row, _HISTORY_PATH)))
+        return out
+
+    def counts(self, joined: int) -> dict[str, Any]:
+        """The rows and sessions read, as the provenance records them."""
+        return {
+            "rows": {
+                "joined": joined,
+                "used": len(self.action),
+                "held_out": len(self.held_out),
+                "missing_propensity": self.missing,
+                "invalid_propensity": self.invalid,
+            },
+            "sessions": {"used": len(self.sessions), "held_out": len(self.held_sessions)},
+        }
 
     def training(self) -> learner.Training:
         tasks = list(self.tasks)
@@ -340,8 +403,10 @@ def _spec(
     values = np.empty((0, len(tasks)))
     if paths:
         combos = _leaves(data, paths)
-        keys = [[data.vocab[p][c - 1] for p, c in zip(paths, combo, strict=True)]
-                for combo in combos.tolist()]  # fmt: skip
+        keys = [
+            [data.vocab[p][c - 1] for p, c in zip(paths, combo, strict=True)]
+            for combo in combos.tolist()
+        ]
         values = tree.predict([combos[:, j] for j in range(len(paths))])
     if model:
 
@@ -370,7 +435,7 @@ def _spec(
 
 def _evaluate(
     policy: TablePolicy,
-    lines: list[bytes],
+    lines: _Lines,
     *,
     default_propensity: float | None,
     bootstrap: int,
@@ -414,8 +479,7 @@ def _source_of(
                     break
                 h.update(chunk)
                 left -= len(chunk)
-        return {"kind": "seq_mem", "seq_mem": str(seq_path), "bytes": size,
-                "sha256": h.hexdigest()}  # fmt: skip
+        return {"kind": "seq_mem", "seq_mem": str(seq_path), "bytes": size, "sha256": h.hexdigest()}
     assert plaudit is not None
     return {
         "kind": "log",
@@ -467,11 +531,13 @@ def learn_policy(
         rewards=rewards,
         gates=gates,
     )
-    from plaudit.signals.export import _check_path, _source
+    from plaudit.signals.export import _check_path
 
     target = _check_path("out", out) if out is not None else None
     if target is not None and not target.parent.is_dir():
         raise ValidationError("out", f"its directory {str(target.parent)!r} does not exist")
+    if target is not None and target.exists() and not target.is_file():
+        raise ValidationError("out", f"{str(target)!r} exists and is not a regular file")
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
     if seq_path is None and plaudit is None:
         raise ValidationError("seq_mem", "give a seq_mem file or an open store to learn from")
@@ -480,14 +546,7 @@ def learn_policy(
     reader = _Reader(
         paths, seed=seed, holdout_percent=holdout_percent, default_propensity=default_propensity
     )
-    with _source(
-        plaudit, seq_path, now=now, max_age_hours=max_age_hours, seed=42,
-        progress=progress, parallel=None, use_projection=True,
-    ) as source:  # fmt: skip
-        reader.read(
-            source.rows(seed=42, history_size=3, rewards=reward_map, progress=progress, full=True)
-        )
-        summary = reader.tally.summary(source)
+    summary = _read(reader, plaudit, seq_path, now, max_age_hours, reward_map, progress)
     gate_results = _check_gates(summary, gates)
     data = reader.training()
     if not len(data):
@@ -500,20 +559,28 @@ def learn_policy(
         progress("learning", 0, None)
     named = [".".join(p) for p in paths] if paths is not None else sorted(data.codes)
     choice = learner.choose(
-        data, named, fixed=paths is not None, max_features=max_features,
-        explore=explore, seed=seed,
-    )  # fmt: skip
+        data,
+        named,
+        fixed=paths is not None,
+        max_features=max_features,
+        explore=explore,
+        seed=seed,
+    )
     scores = learner.dr_scores(data, choice.paths, seed)
     tree = learner.Tree.fit(data, choice.paths, scores, choice.prior_weight)
     model = format == "model" or (format == "auto" and data.allowed is not None)
     spec = _spec(data, choice, tree, explore=explore, model=model)
     policy = table_or_model(spec, name=str(target) if target is not None else "learned")
     evaluation = _evaluate(
-        policy, reader.held_out, default_propensity=default_propensity,
-        bootstrap=bootstrap, seed=seed, level=level,
-    )  # fmt: skip
+        policy,
+        reader.held_out,
+        default_propensity=default_propensity,
+        bootstrap=bootstrap,
+        seed=seed,
+        level=level,
+    )
     evaluation["sessions"] = len(reader.held_sessions)
-    provenance = {
+    spec["provenance"] = provenance = {
         "learner": "plaudit signal learn",
         "created_at_ms": now,
         "source": _source_of(plaudit, seq_path, size, head),
@@ -523,14 +590,7 @@ def learn_policy(
             "newest_ts_ms": reader.newest_ts,
         },
         "rewards": reward_map,
-        "rows": {
-            "joined": summary["counts"]["joined_rows"],
-            "used": len(data),
-            "held_out": len(reader.held_out),
-            "missing_propensity": reader.missing,
-            "invalid_propensity": reader.invalid,
-        },
-        "sessions": {"used": len(reader.sessions), "held_out": len(reader.held_sessions)},
+        **reader.counts(summary["counts"]["joined_rows"]),
         "split": {"by": "session", "seed": seed, "holdout_percent": holdout_percent},
         "features": {"selected": choice.paths, "considered": choice.considered},
         "seed": seed,
@@ -538,7 +598,6 @@ def learn_policy(
         "prior_weight": choice.prior_weight,
         "evaluation": _brief(evaluation),
     }
-    spec["provenance"] = provenance
     if target is not None:
         _write(target, spec)
     return {
@@ -552,6 +611,30 @@ def learn_policy(
         "gates": gate_results,
         "spec": spec,
     }
+
+
+def _read(
+    reader: _Reader,
+    plaudit: Plaudit | None,
+    seq_path: Path | None,
+    now: int,
+    max_age_hours: int,
+    rewards: dict[str, float],
+    progress: Progress | None,
+) -> dict[str, Any]:
+    """Feed the joined rows to `reader`; returns their summary (what the gates read)."""
+    from plaudit.signals.export import joined_lines
+
+    with joined_lines(
+        plaudit,
+        seq_path,
+        now=now,
+        max_age_hours=max_age_hours,
+        rewards=rewards,
+        progress=progress,
+    ) as (source, rows):
+        reader.read(rows)
+        return reader.tally.summary(source)
 
 
 def _start(plaudit: Plaudit | None, seq_path: Path | None) -> tuple[int, Any]:

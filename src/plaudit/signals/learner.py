@@ -120,9 +120,11 @@ class Tree:
             inverse = inverse.ravel()
             kept = scores[live]
             sums = np.column_stack(
-                [np.bincount(inverse, weights=kept[:, t], minlength=keys.size)
-                 for t in range(scores.shape[1])]
-            ).reshape(keys.size, scores.shape[1])  # fmt: skip
+                [
+                    np.bincount(inverse, weights=kept[:, t], minlength=keys.size)
+                    for t in range(scores.shape[1])
+                ]
+            ).reshape(keys.size, scores.shape[1])
             counts = np.bincount(inverse, minlength=keys.size).astype(np.float64)
             prior = tree.values[-1][keys // width]
             tree.keys.append(keys)
@@ -206,6 +208,10 @@ class _Scorer:
             self._scores[paths] = [dr_scores(h, paths, self.seed) for h in self.halves]
         return self._scores[paths]
 
+    def keep_only(self, paths: tuple[str, ...]) -> None:
+        """Drop the scores of every configuration but `paths` (the next round builds on it)."""
+        self._scores = {k: v for k, v in self._scores.items() if k == paths}
+
     def contributions(self, paths: tuple[str, ...], prior_weight: float) -> np.ndarray:
         """Per decision of either half, sum_t pi(t|x) G(t) of the policy fitted on the other."""
         g = self.scores(paths)
@@ -251,10 +257,11 @@ def choose(
             break
         (k_new, values), pick = max(options, key=lambda o: float(o[0][1].mean()))
         diff = values - now
-        se = float(diff.std(ddof=1)) / np.sqrt(diff.size) if diff.size > 1 else float("inf")
+        se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("inf")
         gain = float(diff.mean())
         steps.append({"add": pick, "score": float(values.mean()), "gain": gain, "se": se})
         if not gain > MIN_GAIN_SE * se:
             break
         current, k, now = (*current, pick), k_new, values
+        scorer.keep_only(current)
     return Choice(list(current), k, float(now.mean()), list(candidates), steps)

@@ -45,7 +45,7 @@ def policy_from(policy: Any) -> Policy:
     if isinstance(policy, Policy):
         return policy
     if isinstance(policy, str | os.PathLike) and os.fspath(policy) not in ("", "-"):
-        path = os.fspath(policy)
+        path = os.path.abspath(os.path.expanduser(os.fspath(policy)))
         try:
             st = os.stat(path)
         except (OSError, ValueError):
@@ -55,7 +55,7 @@ def policy_from(policy: Any) -> Policy:
             kept = _FILES.get(path)
         if kept is not None and kept[0] == stamp:
             return kept[1]
-        loaded = load_policy(policy)
+        loaded = load_policy(policy)  # named as the caller named it
         with _LOCK:
             if len(_FILES) >= _MAX_FILES:
                 _FILES.clear()

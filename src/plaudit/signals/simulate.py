@@ -149,8 +149,12 @@ class Simulation:
         for c, pc in self.contexts.items():
             for combo in combos:
                 fields = {**self.fields[c], **dict(zip(names, combo, strict=True))}
-                decision = {"user_intent": "simulated", "source": "flow", "context": fields,
-                            "candidates": list(self.tasks)}  # fmt: skip
+                decision = {
+                    "user_intent": "simulated",
+                    "source": "flow",
+                    "context": fields,
+                    "candidates": list(self.tasks),
+                }
                 tasks, probs = policy.distribution(decision)
                 value = sum(
                     p * self.expected_reward(c, t) for t, p in zip(tasks, probs, strict=True)
