@@ -25,9 +25,11 @@ from .conftest import BIG_AGE, run_plaudit, write_rows
 COMPARED = ("counts", "quality", "distributions", "conflicts")
 
 
-def _summaries(tmp_path: Path, src: Path, **options: Any) -> tuple[dict[str, Any], ...]:
+def _summaries(
+    tmp_path: Path, src: Path, db: str | None = None, **options: Any
+) -> tuple[dict[str, Any], ...]:
     from_file = export(seq_mem=src, output_dir=None, max_age_hours=BIG_AGE, **options)
-    with Plaudit.open(tmp_path / "p.db") as p:
+    with Plaudit.open(db or str(tmp_path / "p.db")) as p:
         import_file(p.log, src)
         from_log = export(plaudit=p, output_dir=None, max_age_hours=BIG_AGE, **options)
         full_read = export(
@@ -36,11 +38,11 @@ def _summaries(tmp_path: Path, src: Path, **options: Any) -> tuple[dict[str, Any
     return tuple({k: s[k] for k in COMPARED} for s in (from_file, from_log, full_read))
 
 
-def test_summary_of_the_log_equals_the_summary_of_the_file(tmp_path: Path) -> None:
+def test_summary_of_the_log_equals_the_summary_of_the_file(tmp_path: Path, db_url: str) -> None:
     src = tmp_path / "seq_mem.jsonl"
     with open(src, "w") as f:
         synth.write(f, 600, seed=5, repeat_rate=0.04)
-    from_file, from_log, full_read = _summaries(tmp_path, src)
+    from_file, from_log, full_read = _summaries(tmp_path, src, db_url)
     assert from_file["counts"]["identical_repeats"] > 0  # the file has repeated lines
     assert from_log == from_file
     assert full_read == from_file

@@ -114,7 +114,7 @@ def _agreement(
 ) -> dict[str, Any]:
     """How often the recommendation was the router's choice, and the mean reward either way,
     over the shadowed decisions with an outcome in the window."""
-    from plaudit.signals.evaluate import _decode_row
+    from plaudit.signals.evaluate import decode_row
     from plaudit.signals.export import joined_lines
 
     sums = {True: [0.0, 0], False: [0.0, 0]}
@@ -131,7 +131,7 @@ def _agreement(
             rec = records.get(did)
             if rec is None or line is None:
                 continue
-            reward = _decode_row(line).reward
+            reward = decode_row(line).reward
             same = rec.get("task") == chosen
             sums[same][0] += float(reward) if isinstance(reward, int | float) else 0.0
             sums[same][1] += 1

@@ -51,7 +51,7 @@ SCHEMA_VERSION = "plaudit_signal_evaluate_v1"
 MAX_SAMPLES = 20
 
 
-class _Row(msgspec.Struct):
+class ExportRow(msgspec.Struct):
     """What the evaluation reads of an export row, decoded once: a table policy reads its key
     fields straight from it, without a dict built per row (only a callable gets one)."""
 
@@ -73,16 +73,16 @@ class _Row(msgspec.Struct):
     event_history: Any = None
 
 
-_decode_row = msgspec.json.Decoder(_Row).decode
+decode_row = msgspec.json.Decoder(ExportRow).decode
 
 
-def _decision(row: _Row) -> dict[str, Any]:
+def _decision(row: ExportRow) -> dict[str, Any]:
     """The decision as a policy sees it: DECISION_FIELDS only (see `plaudit.signals.policy`)."""
     out = {name: getattr(row, name, None) for name in DECISION_FIELDS[1:]}
     return {"decision_id": row.id, **out}
 
 
-def _propensity_problem(value: Any) -> str | None:
+def propensity_problem(value: Any) -> str | None:
     """Why a logged propensity cannot be used (None when it can)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "not a number"
@@ -119,7 +119,7 @@ def check_evaluate_options(
         max_age_hours=max_age_hours,
         seed=42,
     )
-    if default_propensity is not None and _propensity_problem(default_propensity):
+    if default_propensity is not None and propensity_problem(default_propensity):
         raise ValidationError(
             "default_propensity", f"must be a number in (0, 1], got {default_propensity!r}"
         )
@@ -198,7 +198,7 @@ def _raw_propensities(
     return scanner.raw
 
 
-class _Collected:
+class Evaluated:
     """Per joined row, what the estimators need, in flat lists."""
 
     def __init__(self) -> None:
@@ -238,7 +238,7 @@ def _shown(value: Any) -> Any:
         return repr(value)
 
 
-def _row_key(row: _Row, path: tuple[str, ...]) -> Any:
+def row_key(row: ExportRow, path: tuple[str, ...]) -> Any:
     """`key_text` read straight from the decoded row, without building the decision dict."""
     head = path[0]
     return walk(row.id if head == "decision_id" else getattr(row, head), path, 1)
@@ -248,14 +248,14 @@ def _row_key(row: _Row, path: tuple[str, ...]) -> Any:
 Skip = Callable[[str, str, Any], bool]
 
 
-def _collect(
+def collect_rows(
     rows: Iterator[tuple[str, str, str, str, int, bytes | None]],
     policy: Policy,
     group_paths: tuple[tuple[str, ...], ...],
     default_propensity: float | None,
     skip: Skip | None = None,
-) -> _Collected:
-    col = _Collected()
+) -> Evaluated:
+    col = Evaluated()
     known = col.known
     key_paths = policy.key
     fast: Callable[..., Distribution | None] | None = (
@@ -265,7 +265,7 @@ def _collect(
     for _, _, _, _, _, line in rows:
         if line is None:
             continue
-        row = _decode_row(line)
+        row = decode_row(line)
         if skip is not None and skip(row.id, row.session_id or "", row.ts_ms):
             col.skipped += 1
             continue
@@ -281,12 +281,12 @@ def _collect(
             col.pending.append(len(col.ids))
             p = default_propensity
         elif type(p) is not float or not 0.0 < p <= 1.0:
-            problem = _propensity_problem(p)
+            problem = propensity_problem(p)
             if problem is not None:
                 col.note_invalid(row.id, p, problem)
                 continue
         if fast is not None:
-            values = tuple([_row_key(row, k) for k in key_paths])
+            values = tuple([row_key(row, k) for k in key_paths])
             dist = fast(values, row.candidates)
             if dist is None:
                 dist = policy.distribution(_decision(row))  # raises, naming the key values
@@ -301,12 +301,12 @@ def _collect(
         reward = row.reward
         col.rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
         col.propensities.append(float(p))
-        col.groups.append(values if same_key else tuple([_row_key(row, k) for k in group_paths]))
+        col.groups.append(values if same_key else tuple([row_key(row, k) for k in group_paths]))
         col.dists.append(dist)
     return col
 
 
-def _drop(col: _Collected, positions: set[int]) -> None:
+def _drop(col: Evaluated, positions: set[int]) -> None:
     """Remove evaluated rows at `positions` (defaulted rows found to be invalid after all)."""
     keep = [i for i in range(len(col.ids)) if i not in positions]
     for name in ("ids", "tasks", "rewards", "propensities", "groups", "dists"):
@@ -314,7 +314,7 @@ def _drop(col: _Collected, positions: set[int]) -> None:
         setattr(col, name, [values[i] for i in keep])
 
 
-def _arrays(col: _Collected, tasks: list[str]) -> ope.Logged:
+def as_logged(col: Evaluated, tasks: list[str]) -> ope.Logged:
     index = {t: i for i, t in enumerate(tasks)}
     groups: dict[tuple[Any, ...], int] = {}
     group = np.fromiter(
@@ -407,7 +407,7 @@ def evaluate_policy(
         rewards=reward_map,
         progress=progress,
     ) as (source, rows):
-        col = _collect(rows, pol, group_paths, default_propensity, skip)
+        col = collect_rows(rows, pol, group_paths, default_propensity, skip)
         counts = source.counts
     if col.null_ids:
         raw = _raw_propensities(
@@ -463,7 +463,7 @@ def evaluate_policy(
     }
     if n:
         est = ope.estimate(
-            _arrays(col, tasks), bootstrap=bootstrap, seed=seed, level=level, folds=folds
+            as_logged(col, tasks), bootstrap=bootstrap, seed=seed, level=level, folds=folds
         )
         result["logging"] = est.pop("logging")
         result["estimates"] = {name: est.pop(name) for name in ope.ESTIMATORS}
@@ -490,7 +490,7 @@ def evaluate_policy(
     return result
 
 
-def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool) -> None:
+def _classify_nulls(col: Evaluated, raw: Mapping[str, Any], *, defaulted: bool) -> None:
     """Null propensities in the rows were either never logged (missing) or not numbers
     (invalid); a defaulted row that turns out invalid is taken back out."""
     pending = {col.ids[i]: i for i in col.pending}
@@ -499,7 +499,7 @@ def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool)
         value = raw.get(did)
         if value is None:
             continue
-        col.note_invalid(did, value, _propensity_problem(value) or "not a number")
+        col.note_invalid(did, value, propensity_problem(value) or "not a number")
         if defaulted:
             wrong.add(pending[did])
         else:
@@ -510,7 +510,7 @@ def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool)
         col.pending = [i for i, did in enumerate(col.ids) if did in still]
 
 
-def _nothing_to_estimate(joined: int, col: _Collected) -> str:
+def _nothing_to_estimate(joined: int, col: Evaluated) -> str:
     if not joined:
         return "no decision with an outcome in the window: nothing to estimate"
     return (

@@ -436,8 +436,9 @@ def joined_lines(
         parallel=None,
         use_projection=True,
     ) as source:
-        yield source, source.rows(
-            seed=42, history_size=3, rewards=rewards, progress=progress, full=True
+        yield (
+            source,
+            source.rows(seed=42, history_size=3, rewards=rewards, progress=progress, full=True),
         )
 
 

@@ -36,13 +36,13 @@ import numpy as np
 from plaudit.errors import PlauditError, ValidationError
 from plaudit.signals import learner, ope
 from plaudit.signals.evaluate import (
-    _arrays,
-    _collect,
-    _decode_row,
-    _propensity_problem,
-    _Row,
-    _row_key,
+    ExportRow,
+    as_logged,
     check_evaluate_options,
+    collect_rows,
+    decode_row,
+    propensity_problem,
+    row_key,
 )
 from plaudit.signals.policy import (
     MISSING,
@@ -231,7 +231,7 @@ class _Reader:
             tally.splits.append(_SPLIT_OF[row_bucket])
             if line is None:
                 continue
-            row = _decode_row(line)
+            row = decode_row(line)
             if isinstance(row.ts_ms, int) and row.ts_ms > self.newest_ts:
                 self.newest_ts = row.ts_ms
             key = session or row.id
@@ -244,14 +244,14 @@ class _Reader:
             else:
                 self._train(row, key)
 
-    def _train(self, row: _Row, session: str) -> None:
+    def _train(self, row: ExportRow, session: str) -> None:
         p = row.propensity
         if p is None:
             if self.default_propensity is None:
                 self.missing += 1
                 return
             p = self.default_propensity
-        elif _propensity_problem(p) is not None:
+        elif propensity_problem(p) is not None:
             self.invalid += 1
             return
         n = len(self.action)
@@ -299,9 +299,9 @@ class _Reader:
             named = tuple(dict.fromkeys(candidate_tasks(candidates)))
             return self.candidates.setdefault(named, len(self.candidates))
 
-    def _values(self, row: _Row) -> list[tuple[str, Any]]:
+    def _values(self, row: ExportRow) -> list[tuple[str, Any]]:
         if self.paths is not None:
-            return [(name, _row_key(row, path)) for name, path in self._named]
+            return [(name, row_key(row, path)) for name, path in self._named]
         out = [(name, as_key(getattr(row, name))) for name in FIXED_FIELDS]
         context = row.context
         if type(context) is dict:
@@ -312,7 +312,7 @@ class _Reader:
                     path = self._context_paths[name] = f"context.{name}" if ok else ""
                 if path and isinstance(value, str | int | float | bool):
                     out.append((path, value if type(value) is str else as_key(value)))
-        out.append((HISTORY_FIELD, _row_key(row, _HISTORY_PATH)))
+        out.append((HISTORY_FIELD, row_key(row, _HISTORY_PATH)))
         return out
 
     def counts(self, joined: int) -> dict[str, Any]:
@@ -444,7 +444,7 @@ def _evaluate(
 ) -> dict[str, Any]:
     """The held-out decisions' estimates, as `signal evaluate` computes them."""
     rows = ((None, None, None, None, None, line) for line in lines)
-    col = _collect(rows, policy, policy.key, default_propensity)
+    col = collect_rows(rows, policy, policy.key, default_propensity)
     tasks = sorted({*col.known, *(policy.tasks() or {})})
     out: dict[str, Any] = {
         "decisions": len(lines),
@@ -458,7 +458,7 @@ def _evaluate(
         out.update(logging=None, estimates=None, effective_sample_size=0.0)
         out["note"] = "no held-out decision with a usable propensity: nothing to estimate"
         return out
-    est = ope.estimate(_arrays(col, tasks), bootstrap=bootstrap, seed=seed, level=level)
+    est = ope.estimate(as_logged(col, tasks), bootstrap=bootstrap, seed=seed, level=level)
     out["logging"] = est["logging"]
     out["estimates"] = {name: est[name] for name in ope.ESTIMATORS}
     out["effective_sample_size"] = est["effective_sample_size"]
