@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "BackendUnavailableError": "plaudit.errors",
     "ConfigError": "plaudit.errors",
     "ConflictError": "plaudit.errors",
+    "DeadlineError": "plaudit.errors",
     "IntegrityError": "plaudit.errors",
     "MissingExtraError": "plaudit.errors",
     "NotFoundError": "plaudit.errors",
@@ -31,6 +32,9 @@ _EXPORTS: dict[str, str] = {
     "Event": "plaudit.events",
     "StoredEvent": "plaudit.events",
     "make_event": "plaudit.events",
+    "TraceContext": "plaudit.tracecontext",
+    "current_trace": "plaudit.tracecontext",
+    "trace_context": "plaudit.tracecontext",
     "uuid7": "plaudit.ids",
     "evaluate_policy": "plaudit.signals.evaluate",
     "LearnRefused": "plaudit.signals.learn",
@@ -64,6 +68,7 @@ __all__ = [
     "Checkpoint",
     "ConfigError",
     "ConflictError",
+    "DeadlineError",
     "Event",
     "EventLog",
     "Head",
@@ -80,6 +85,7 @@ __all__ = [
     "Selection",
     "StoreNotFoundError",
     "StoredEvent",
+    "TraceContext",
     "Tx",
     "ValidationError",
     "VerifyReport",
@@ -88,11 +94,13 @@ __all__ = [
     "check_consistency",
     "check_proof",
     "compare_policy",
+    "current_trace",
     "evaluate_policy",
     "learn_policy",
     "make_event",
     "recommend",
     "register_projection",
+    "trace_context",
     "unregister_projection",
     "uuid7",
 ]
@@ -118,6 +126,7 @@ if TYPE_CHECKING:
         BackendUnavailableError,
         ConfigError,
         ConflictError,
+        DeadlineError,
         IntegrityError,
         MissingExtraError,
         NotFoundError,
@@ -143,3 +152,4 @@ if TYPE_CHECKING:
     )
     from plaudit.store.checkpoints import Checkpoint
     from plaudit.store.proofs import ProofReport, check_consistency, check_proof
+    from plaudit.tracecontext import TraceContext, current_trace, trace_context

@@ -19,6 +19,14 @@ BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str, bool]] = [
         "plaudit.signals.projection:SignalsProjection",
         True,
     ),
+    # Which traces belong to which bandit runs (selects made under a trace context, spans kept
+    # for a run whose end has not arrived): read by trace ingest only, so it trails.
+    (
+        "traces",
+        ("plaudit.bandit.run.", "plaudit.trace."),
+        "plaudit.traces.projection:TracesProjection",
+        True,
+    ),
 ]
 
 for _name, _prefixes, _target, _trailing in BUILTIN_PROJECTIONS:

@@ -3,19 +3,33 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plaudit.config import make_backend
 from plaudit.store.backend import Backend
 from plaudit.store.checkpointing import Checkpointer
-from plaudit.store.log import EventLog
+from plaudit.store.log import EventLog, Writer
+from plaudit.tracecontext import bind
 
 if TYPE_CHECKING:
     from plaudit.bandit import Bandit
     from plaudit.ledger import Ledger
     from plaudit.signals import Signals
+
+
+T = TypeVar("T")
+
+
+class _TracedLog(EventLog):
+    """The log, with each `run` function bound to its caller's trace context.
+
+    `EventLog.run` group-commits: a function may run in another thread (the group's
+    leader), where the events it makes would otherwise carry that thread's trace."""
+
+    def run(self, fn: Callable[[Writer], T], **options: Any) -> T:
+        return super().run(bind(fn), **options)
 
 
 class Plaudit:
@@ -30,7 +44,7 @@ class Plaudit:
                 f"or a postgresql:// DSN with Plaudit.open({backend!r})"
             )
         self.backend = backend
-        self.log = EventLog(backend, checkpointer)
+        self.log = _TracedLog(backend, checkpointer)
         # Every handle, however its backend was made, applies the built-in projections.
         from plaudit import builtins  # noqa: F401 - registers them (by import string: cheap)
 
@@ -54,6 +68,7 @@ class Plaudit:
         checkpoint_every: int | None = None,
         checkpoint_seconds: float | None = None,
         signing_key: str | None = None,
+        deadline_s: float | None = None,
     ) -> Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
@@ -67,8 +82,14 @@ class Plaudit:
         `checkpoint_seconds` seconds (defaults: $PLAUDIT_CHECKPOINT_EVERY, else 1000;
         $PLAUDIT_CHECKPOINT_SECONDS, else 60), with `signing_key` (a path or PEM; default:
         $PLAUDIT_SIGNING_KEY, else `<db>.key` beside a SQLite store), and copied into every
-        `witness` directory and those in $PLAUDIT_WITNESS."""
-        backend = make_backend(db, schema=schema, durability=durability, create=create)
+        `witness` directory and those in $PLAUDIT_WITNESS.
+
+        `deadline_s` (default: $PLAUDIT_DEADLINE_S, else 5) bounds every wait of this store: a
+        lock, the lease, a host leader or a sequencing pass that does not answer within it
+        gives a result by another route or a `DeadlineError` naming the holder."""
+        backend = make_backend(
+            db, schema=schema, durability=durability, create=create, deadline_s=deadline_s
+        )
         try:
             checkpointer = Checkpointer(
                 backend,

@@ -27,6 +27,7 @@ USES = {
     "server": "plaudit serve, the HTTP API and the dashboard",
     "postgres": "a postgresql:// store",
     "parquet": "signal export --format parquet",
+    "mcp": "plaudit mcp and the /mcp endpoint of plaudit serve",
 }
 
 

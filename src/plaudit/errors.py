@@ -112,3 +112,9 @@ class MissingExtraError(ConfigError):
 class BackendUnavailableError(PlauditError):
     exit_code = 6
     http_status = 503
+
+
+class DeadlineError(BackendUnavailableError):
+    """A lock, lease, leader or relay did not answer within the store's deadline. The message
+    names the holder and what to do; nothing of the call was acknowledged (a retry is safe:
+    appends are idempotent by id)."""

@@ -360,7 +360,7 @@ class Bandit:
         # Unflushed: a run that power loss took away was never observed, so nothing learnt
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
-        self.p.log.run(write, durable=False, ids=[run_id])
+        self.p.log.run(write, durable=False)
         if explicit is None:
             selected = self._selected
             while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
@@ -527,7 +527,7 @@ class Bandit:
 
         after: list[tuple[Any, ...]] = []
         oid = _observation_id(run_id)
-        rewards, updates, status, missed = self.p.log.run(write, ids=[oid])
+        rewards, updates, status, missed = self.p.log.run(write)
         if after:
             # Committed: fold it into this process's cache now, if the cache is just before it
             # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.

@@ -24,7 +24,7 @@ USAGE_EXIT = 2
 SEQ_MEM_ENV = "SEQ_CH_MEM_PATH"
 #: Options the reference emitter does not have. An abbreviation that could mean one of these or
 #: one of the reference's (`--d`: --decision-id or --db) means the reference's, as it did there.
-PLAUDIT_ONLY = frozenset({"--db", "--seq-mem", "--no-log"})
+PLAUDIT_ONLY = frozenset({"--db", "--seq-mem", "--no-log", "--traceparent"})
 
 
 def _columns() -> int:
@@ -73,6 +73,12 @@ def _globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
     parser.add_argument("--db", default=default, metavar="PATH|DSN", help="SQLite path or DSN")
     parser.add_argument(
         "--seq-mem", default=default, metavar="PATH", help="also append the row to this file"
+    )
+    parser.add_argument(
+        "--traceparent",
+        default=default,
+        metavar="W3C",
+        help="W3C trace context for the event (default: $TRACEPARENT)",
     )
     parser.add_argument(
         "--no-log",
@@ -151,6 +157,17 @@ def split_argv(argv: Sequence[str]) -> list[str]:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(split_argv(argv))
+    traceparent = args.traceparent or os.environ.get("TRACEPARENT") or None
+    if traceparent is None:
+        return _run(args, traced=False)
+    from plaudit.tracecontext import trace_context
+
+    field = "--traceparent" if args.traceparent else "$TRACEPARENT"
+    with trace_context(traceparent, field=field):
+        return _run(args, traced=True)
+
+
+def _run(args: Any, *, traced: bool) -> int:
     from plaudit.signals import contract
 
     where = f"plaudit signal emit {args.cmd}"
@@ -210,6 +227,8 @@ def run(argv: Sequence[str]) -> int:
 
     if args.no_log:
         result = record(None, emission, seq_mem=seq_mem)
+    elif traced:  # the server's handoff socket carries no trace context: append here
+        result = None
     else:
         from plaudit.config import resolve_db
 

@@ -12,43 +12,23 @@ read or write elsewhere on the server.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
-from plaudit.errors import ConfigError, ValidationError
+from plaudit.files import confine
 from plaudit.server import paths
 from plaudit.server.deps import get_plaudit, require_write
 from plaudit.signals.contract import MAX_ID, MAX_INTENT, MAX_TEXT
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
 
-EXPORT_ROOT_ENV = "PLAUDIT_EXPORT_ROOT"
-
 
 def _confine(request: Request, field: str, value: str | None) -> str | None:
     """Resolve a body path inside the export root; refuse anything outside it."""
-    if value is None:
-        return None
-    root_setting = getattr(request.app.state, "export_root", None) or os.environ.get(
-        EXPORT_ROOT_ENV
-    )
-    if not root_setting:
-        raise ConfigError(
-            f"{field}: server-side files are disabled; start the server with "
-            f"{EXPORT_ROOT_ENV}=DIR to allow exports and audits under DIR"
-        )
-    if "\x00" in value:
-        raise ValidationError(field, "must not contain NUL characters")
-    root = FsPath(root_setting).expanduser().resolve()
-    target = (root / value).resolve()
-    if not target.is_relative_to(root):
-        raise ValidationError(field, "must stay inside the export root")
-    return str(target)
+    return confine(getattr(request.app.state, "export_root", None), field, value)
 
 
 Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
