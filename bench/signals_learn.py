@@ -4,8 +4,9 @@
 
 Three parts, each skippable (0 turns it off):
 
-* quality (--quality-seeds N, --decisions 20000): N fresh logs of the mediocre router of
-  `plaudit.signals.simulate.mediocre()` (it explores 30% of the time), each learned from with
+* quality (--quality-seeds N, --decisions 20000, --explore 0.3): N fresh logs of the
+  mediocre router of `plaudit.signals.simulate.mediocre()` (it explores 30% of the time by
+  default), each learned from with
   the defaults, in-process. Per log: the learned policy's true value (exact: the simulator
   knows every context's outcome probabilities) against the best possible policy's and the
   logging router's, and whether the doubly robust 95% interval that `learn` reports for the
@@ -49,21 +50,23 @@ def loadavg() -> str:
         return " ".join(f.read().split()[:3])
 
 
-def write_log(path: Path, decisions: int, seed: int, start_ms: int = START_MS) -> None:
+def write_log(
+    path: Path, decisions: int, seed: int, start_ms: int = START_MS, explore: float = 0.3
+) -> None:
     with open(path, "w") as f:
-        simulate.mediocre().write(
+        simulate.mediocre(explore=explore).write(
             f, decisions, seed=seed, start_ms=start_ms, sessions=max(1, decisions // 10)
         )
 
 
-def quality(work: Path, seeds: int, decisions: int) -> None:
-    sim = simulate.mediocre()
+def quality(work: Path, seeds: int, decisions: int, explore: float) -> None:
+    sim = simulate.mediocre(explore=explore)
     best, logging = sim.best_value(), sim.logging_value()
     rows = []
     wall, cpu = time.perf_counter(), time.process_time()
     for seed in range(seeds):
         log = work / f"q{seed}.jsonl"
-        write_log(log, decisions, seed=1000 + seed)
+        write_log(log, decisions, seed=1000 + seed, explore=explore)
         out = work / f"q{seed}.json"
         t = time.process_time()
         res = learn_policy(
@@ -78,7 +81,8 @@ def quality(work: Path, seeds: int, decisions: int) -> None:
         )
         log.unlink()
     print(
-        f"quality: {seeds} logs of {decisions} decisions; best policy {best:.4f}, logging"
+        f"quality: {seeds} logs of {decisions} decisions, the router exploring {explore:.0%};"
+        f" best policy {best:.4f}, logging"
         f" router {logging:.4f}; {time.perf_counter() - wall:.1f} s wall,"
         f" {time.process_time() - cpu:.1f} s CPU; load {loadavg()}\n"
     )
@@ -217,6 +221,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quality-seeds", type=int, default=20)
     ap.add_argument("--decisions", type=int, default=20_000)
+    ap.add_argument("--explore", type=float, default=0.3, help="how often the router explores")
     ap.add_argument("--scale-decisions", type=int, default=200_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--calls", type=int, default=10_000)
@@ -225,7 +230,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="plaudit-learn-") as tmp:
         work = Path(tmp)
         if args.quality_seeds:
-            quality(work, args.quality_seeds, args.decisions)
+            quality(work, args.quality_seeds, args.decisions, args.explore)
         policy = None
         if args.scale_decisions:
             policy = scale(work, args.scale_decisions, args.runs)
