@@ -155,7 +155,7 @@ def learn(
     rows, where = prov["rows"], prov["source"].get("seq_mem") or "the log"
     click.echo(
         f"Learned a routing policy from {rows['used']} decisions of {where}:"
-        f" {result['policy']} ({result['format']}, sha256 {result['digest'][:12]})"
+        f" {out} ({result['format']}, sha256 {result['digest'][:12]})"
     )
     selected = ", ".join(prov["features"]["selected"]) or "(none: one task for every decision)"
     click.echo(f"  fields: {selected}; explore {prov['explore']:g}")

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
+from plaudit.errors import ValidationError
 from plaudit.files import confine
 from plaudit.server import paths
 from plaudit.server.deps import get_plaudit, require_write
