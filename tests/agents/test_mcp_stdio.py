@@ -110,6 +110,41 @@ def test_an_agent_loop_over_stdio(db_url: str, tmp_path: Path) -> None:
         assert traced[0].meta["traceparent"] == TRACE
 
 
+def test_a_router_recommendation_in_shadow_mode(db_url: str, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(
+        json.dumps(
+            {
+                "schema_version": "plaudit_router_policy_v1",
+                "key": ["context.ci_status"],
+                "table": {"failing": {"ai:flow/fix-ci": 1.0}},
+                "default": {"ai:flow/test": 1.0},
+            }
+        )
+    )
+
+    async def session(c: Any) -> Any:
+        decision = {"decision_id": "d-9", "chosen_task": "ai:flow/test", "confidence": 0.8}
+        await c.call_tool("router_decision", {**decision, "user_intent": "fix the build"})
+        return await c.call_tool(
+            "router_recommend",
+            {
+                "policy": str(policy),
+                "context": {"ci_status": "failing"},
+                "decision_id": "d-9",
+                "shadow": True,
+            },
+        )
+
+    got = run(db_url, session)
+    assert not got.is_error, got
+    assert got.structured_content["task"] == "ai:flow/fix-ci"
+    assert got.structured_content["probabilities"] == {"ai:flow/fix-ci": 1.0}
+    with Plaudit.open(db_url) as p:
+        shadows = [e for e in p.log.replay(types=["plaudit.signals.shadow."])]
+        assert [e.id for e in shadows] and shadows[0].payload["task"] == "ai:flow/fix-ci"
+
+
 def test_errors_are_the_clis_one_line_messages(db_url: str) -> None:
     bad_trace = {"category": "x", "action": "y", "traceparent": "1"}
 

@@ -167,6 +167,14 @@ def _export(p: Plaudit, a: Json, root: str | None) -> Any:
     )
 
 
+def _recommend(p: Plaudit, a: Json, root: str | None) -> Any:
+    policy = a["policy"] if root == LOCAL else confine(root, "policy", a["policy"])
+    return p.signals.recommend(
+        policy,
+        **_pick(a, "context", "candidates", "decision_id", "session_id", "greedy", "shadow"),
+    )
+
+
 DECISION_ID = _text("The router decision's id.", max_length=200, min_length=1)
 TASK = _text("A task name, e.g. ai:flow/dev-check.", max_length=1000, min_length=1)
 
@@ -341,8 +349,31 @@ TOOLS: dict[str, Tool] = {
             ),
             _export,
         ),
-        # A `signal recommend` tool (the router's recommendation from what it learnt) goes
-        # here once the library has it: one more Tool calling `p.signals`.
+        Tool(
+            "router_recommend",
+            "A learned routing policy's recommendation for one decision: the task to pick and "
+            "each candidate's probability; with shadow=true it is recorded beside the router's "
+            "own decision of the same id.",
+            _obj(
+                {
+                    "policy": _text(
+                        "The policy file `plaudit signal learn` wrote (on a server: under its "
+                        "export root).",
+                        max_length=4096,
+                        min_length=1,
+                    ),
+                    "context": {"type": "object", "description": "The decision's context."},
+                    "candidates": {"type": "array", "items": TASK, "maxItems": 1000},
+                    "decision_id": DECISION_ID,
+                    "session_id": SESSION,
+                    "greedy": {"type": "boolean", "description": "Take the most probable task."},
+                    "shadow": {"type": "boolean", "description": "Record it (needs decision_id)."},
+                    "traceparent": TRACEPARENT,
+                },
+                ("policy",),
+            ),
+            _recommend,
+        ),
     )
 }
 

@@ -265,6 +265,8 @@ class PostgresBackend(Backend):
         self.url = dsn if schema is None else f"{dsn} (schema {schema})"
         self.ops = PostgresOps()
         self._channel: str | None = None
+        #: The pump's own connection (see `claim_pump`).
+        self._pump_conn: Any = None
 
     def _connect(self) -> Any:
         import psycopg
@@ -554,21 +556,37 @@ class PostgresBackend(Backend):
         return self._connect()
 
     def claim_pump(self) -> Any | None:
-        """The pump's lock, on a connection of its own that the server ends after half the
-        deadline idle: a stopped pump process lets another take over. None: it is taken."""
-        conn = self._connect()
-        try:
-            conn.execute(
-                "SELECT set_config('idle_session_timeout', %s, false)",
-                (f"{max(100, int(self.deadline_s * 500))}ms",),
-            )
-            if conn.execute(f"SELECT pg_try_advisory_lock({PUMP_KEY})").fetchone()[0]:
-                return conn
-        except Exception:
-            pass
-        with suppress(Exception):
-            conn.close()
+        """The pump's lock, on a connection of its own (kept between claims) that the server
+        ends after half the deadline idle: a stopped pump process lets another take over.
+        None: another process holds it."""
+        conn = self._pump_conn
+        for _ in range(2):
+            if conn is None or conn.closed:
+                try:
+                    conn = self._pump_conn = self._connect()
+                    conn.execute(
+                        "SELECT set_config('idle_session_timeout', %s, false)",
+                        (f"{max(100, int(self.deadline_s * 500))}ms",),
+                    )
+                except Exception:
+                    self._pump_conn = None
+                    return None
+            try:
+                got = conn.execute(f"SELECT pg_try_advisory_lock({PUMP_KEY})").fetchone()[0]
+                return conn if got else None
+            except Exception:  # the server ended the idle connection: one more, fresh
+                with suppress(Exception):
+                    conn.close()
+                conn = self._pump_conn = None
         return None
+
+    def release_pump(self, conn: Any) -> None:
+        """Let go of the pump's lock; the connection stays for the next claim."""
+        try:
+            conn.execute(f"SELECT pg_advisory_unlock({PUMP_KEY})")
+        except Exception:
+            with suppress(Exception):
+                conn.close()  # a broken connection lets go of its locks as it closes
 
     def in_write(self) -> bool:
         return bool(getattr(self._local, "in_write", False))
@@ -602,6 +620,13 @@ class PostgresBackend(Backend):
             yield PostgresTx(conn)
         finally:
             self._end(conn, "ROLLBACK")
+
+    def close(self) -> None:
+        super().close()
+        if self._pump_conn is not None:
+            with suppress(Exception):
+                self._pump_conn.close()
+            self._pump_conn = None
 
     def drop_schema(self) -> None:
         """Remove the whole schema; used by tests and `plaudit` tooling to clean up."""

@@ -76,6 +76,7 @@ class PostgresSequencer(Sequencer):
         self._relay = Relay(backend.listener, backend.channel, backend.deadline_s)
         self._pump = Pump(
             backend.claim_pump,
+            backend.release_pump,
             self._pending,
             self._pump_pass,
             idle=self._idle_work,

@@ -44,8 +44,9 @@ POLL_S = 0.0005
 LINGER_S = 0.25
 #: Listener and pump threads with nothing to do for this long close their connections.
 IDLE_CLOSE_S = 5.0
-#: A process whose pump found the pump's lock taken asks again this often while intake waits.
-RECLAIM_S = 0.1
+#: A process whose pump found the pump's lock taken asks again this often while intake waits
+#: (the holder may be stopped: the server ends its session within half the deadline).
+RECLAIM_S = 0.25
 #: How long closing a store waits for its pump's pass or catch-up under way.
 CLOSE_WAIT_S = 10.0
 #: After a pass that carried only enqueued calls (nobody waits on them), the pump lets intake
@@ -207,12 +208,14 @@ class Pump:
     def __init__(
         self,
         claim: Callable[[], Any | None],
+        release: Callable[[Any], None],
         pending: Callable[[Any], bool],
         sequence_once: Callable[[Any], int | None],
         idle: Callable[[], bool] | None = None,
         waited_on: Callable[[], bool] | None = None,
     ) -> None:
         self._claim = claim
+        self._release = release
         self._pending = pending
         self._sequence_once = sequence_once
         # Work for the pump when the intake is empty (trailing projections catching up, one
@@ -254,8 +257,7 @@ class Pump:
                 try:
                     self._loop(conn)
                 finally:
-                    with suppress(Exception):
-                        conn.close()  # releases the lock
+                    self._release(conn)
                 parked_since = time.monotonic()
         except Exception:
             pass  # waiters time out, look their ids up and start another pump
