@@ -215,10 +215,16 @@ def test_every_run_knows_its_arms_through_any_changes_and_a_rebuild(
             elif step == "reopen":
                 p.close()
                 p = Plaudit.open(db)
-            sel = p.bandit.select([dict(a) for a in arms], token_budget=1500, seed=k)
+            ctx = "code" if k % 2 else None
+            sel = p.bandit.select([dict(a) for a in arms], token_budget=1500, context=ctx, seed=k)
             p.bandit.observe(sel.run_id, " ".join(a.split(":")[-1] for a in sel.included[::2]))
             want[sel.run_id] = _as_dict(arms)
         before = posterior_table(p)
+        # the long-lived handle's cache (remapped whenever a list registered new arms) reads
+        # what a fresh handle reads
+        with Plaudit.open(db) as fresh:
+            for ctx in (None, "code"):
+                assert p.bandit.posteriors(ctx) == fresh.bandit.posteriors(ctx)
         assert {r: p.bandit.considered(r) for r in want} == want
         p.rebuild()
         assert {r: p.bandit.considered(r) for r in want} == want

@@ -145,21 +145,29 @@ class PosteriorCache:
         """Bring the cache to the snapshot `tx` sees. Call with `lock` held."""
         row = self.read_meta(tx)
         index, now, marks, ckpt = int(row[0]), int(row[1]), (int(row[2]), int(row[3])), int(row[4])
+        reloaded = False
         if marks != self._marks or index < self.obs_index or ckpt < self.ckpt:
-            self._reload(tx)
-            self._marks = marks
-            self.tables.clear()
-            self.counts.clear()
-            self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
-            self.since = []
-        elif ckpt > self.folded:
+            held = self._marks
+            only_arms = held is not None and marks[1] == held[1]
+            if only_arms and index >= self.obs_index and ckpt >= self.ckpt:
+                self._remap(tx)  # arms were registered, nothing else: the rows stay good
+                self._marks = marks
+            else:
+                self._reload(tx)
+                self._marks = marks
+                self.tables.clear()
+                self.counts.clear()
+                self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
+                self.since = []
+                reloaded = True
+        if not reloaded and ckpt > self.folded:
             # A checkpoint folded observations this cache has not: take the rows it changed.
             if self.tables:
                 self._changed_since(tx, self.folded)
                 self.counts.update(proj.read_counts(tx, list(self.tables)))
             self.folded = ckpt
             self.since = []
-        else:
+        elif not reloaded:
             self._checkpointed(ckpt)
         self.ckpt = ckpt
         if index > self.folded:
@@ -304,6 +312,41 @@ class PosteriorCache:
                 t.grow(missing)
                 proj.fill(t, proj.read_rows(tx, name, missing))
         fold.apply(self.cfg, glob, ctx, ob, self.counts, trace=self.since)
+
+    def _remap(self, tx: Tx) -> None:
+        """Reload the registry after registrations (the settings are as they were) and move
+        each loaded scope's rows to the new registry's positions; only the rows of arms a
+        table did not hold are read. The folded state is the same, so it is kept: a list
+        passed with each select that brings a new arm would otherwise read every scope's
+        rows again (60,000 rows at 10,000 arms and 5 contexts). What observations folded
+        since the last checkpoint changed is no longer traced by position (`since`): the
+        next checkpoint reads its rows, as when nothing was traced."""
+        before = self.registry
+        self._reload(tx)
+        ids, index = self.registry.ids, self.registry.index
+        # a table holds the registry's arms first, in its order, then the others it met
+        was_reg = np.fromiter((before.index.get(a, -1) for a in ids), np.int64, len(ids))
+        fresh_reg = np.flatnonzero(was_reg < 0)
+        for name, old in list(self.tables.items()):
+            was = was_reg.copy()
+            for i in fresh_reg.tolist():  # registered now, perhaps met before as another arm
+                was[i] = old.pos.get(ids[i], -1)
+            rest = [a for a in list(old.pos)[len(before.ids) :] if a not in index]
+            was = np.concatenate([was, np.fromiter(map(old.pos.__getitem__, rest), np.int64)])
+            new = fold.Table()
+            new.pos = {**index, **{a: len(ids) + j for j, a in enumerate(rest)}}
+            kept = np.flatnonzero(was >= 0)
+            for c, v in old.cols.items():
+                col = np.full(len(was), fold.BLANK.get(c, 0), dtype=v.dtype)
+                col[kept] = v[was[kept]]
+                new.cols[c] = col
+            new.present = np.zeros(len(was), dtype=bool)
+            new.present[kept] = old.present[was[kept]]
+            missing = [ids[i] for i in np.flatnonzero(was[: len(ids)] < 0).tolist()]
+            if missing:
+                proj.fill(new, proj.read_rows(tx, name, missing))
+            self.tables[name] = new
+        self.since = None
 
     def _reload(self, tx: Tx) -> None:
         body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")
