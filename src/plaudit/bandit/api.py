@@ -248,6 +248,20 @@ def _run_listed(r: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def _repeated(
+    w: Any, res: AppendResult, oid: str, run_id: str, payload: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The stored payload of observation `oid`, which `res` found recorded already, with
+    this outcome (possibly with rewards by id, by an older version); a different outcome
+    raises ConflictError."""
+    stored = w.get(oid)
+    if res.status == "conflict" and (
+        stored is None or _outcome(stored.payload) != _outcome(payload)
+    ):
+        raise ConflictError(oid, f"run {run_id!r} was already observed with a different outcome")
+    return None if stored is None else dict(stored.payload)
+
+
 def _observation_id(run_id: str) -> str:
     oid = f"obs:{run_id}"
     return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
@@ -398,29 +412,10 @@ class Bandit:
             "included": included_ids,
             "p": p_inc,
         }
-        records: list[Any] = []
         if listed is not None:
             payload["arm_set"] = listed.digest
-
-        def write(w: Any) -> None:
-            if listed is not None:
-                self._register_listed(w, listed, reg, reg_seq)
-                if not self._lists.known(listed.digest) and not projection.has_armset(
-                    w.tx, listed.digest
-                ):
-                    records[:] = self._lists.records(listed, session_id)
-                    for ev in records:
-                        w.append_batch([ev], on_conflict="skip")
-            w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
-
-        # Group-committed: a served store's concurrent selects and observes share one commit.
-        # Unflushed: a run that power loss took away was never observed, so nothing learnt
-        # from it is lost; its observation's flushed commit makes the run durable too (see
-        # docs/bandit.md, "Durability"). A killed process keeps it at once.
-        self.p.log.run(write, durable=False, ids=[run_id])
+        self._record_run(run_id, payload, session_id, listed, reg, reg_seq)
         at = inc if listed is None else listed.positions(reg.index, reg)[inc]
-        if listed is not None:
-            self._lists.recorded(listed, records)
         if bool((at >= 0).all()):
             selected = self._selected
             while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
@@ -440,6 +435,38 @@ class Bandit:
             probabilities=dict(zip(included_ids, p_inc, strict=True)),
             guidance=guidance.note(id_array, ~included, types),
         )
+
+    def _record_run(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        session_id: str,
+        listed: Listed | None,
+        reg: Any,
+        reg_seq: int | None,
+    ) -> None:
+        """Append the run event; with a passed list, first register what it changes and
+        record its arm set if the log does not hold it yet."""
+        records: list[Any] = []
+
+        def write(w: Any) -> None:
+            if listed is not None:
+                self._register_listed(w, listed, reg, reg_seq)
+                if not self._lists.known(listed.digest) and not projection.has_armset(
+                    w.tx, listed.digest
+                ):
+                    records[:] = self._lists.records(listed, session_id)
+                    for ev in records:
+                        w.append_batch([ev], on_conflict="skip")
+            w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
+
+        # Group-committed: a served store's concurrent selects and observes share one commit.
+        # Unflushed: a run that power loss took away was never observed, so nothing learnt
+        # from it is lost; its observation's flushed commit makes the run durable too (see
+        # docs/bandit.md, "Durability"). A killed process keeps it at once.
+        self.p.log.run(write, durable=False, ids=[run_id])
+        if listed is not None:  # committed: later sets may be recorded as changes to it
+            self._lists.recorded(listed, records)
 
     def _policy_input(
         self, context: str | None, budget: int, listed: Listed | None
@@ -574,42 +601,34 @@ class Bandit:
                 res = w.append_batch([ev], on_conflict="skip").results[0]
             finally:
                 projection.offer(w.tx, oid, None)
-            if res.status == "conflict":
-                stored = w.get(oid)
-                if stored is None or _outcome(stored.payload) != _outcome(payload):
-                    raise ConflictError(
-                        oid, f"run {run_id!r} was already observed with a different outcome"
-                    )
-                # the same outcome, recorded with rewards by id (by an older version)
-                res = AppendResult(oid, res.seq, "present")
-            if res.status == "present":
-                stored = w.get(oid)
+            if res.status in ("conflict", "present"):  # observed before: the same outcome?
+                stored = _repeated(w, res, oid, run_id, payload)
                 if stored is not None:
-                    rewards = projection.rewards_of(stored.payload)
-                    updates = stored.payload["updates"]
-                    payload["missed"] = stored.payload.get("missed", [])
+                    rewards = projection.rewards_of(stored)
+                    updates = stored["updates"]
+                    payload["missed"] = stored.get("missed", [])
+                return rewards, bool(updates), "present", list(payload.get("missed", ()))
+            meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
+                "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
+                "FROM bandit_meta WHERE one = 1"
+            )
+            # What the projection folds: the included arms' rewards and the misses (as
+            # successes), so the cache advances exactly as a reader's fold would.
+            missed_ids = payload.get("missed", ())
+            known: tuple[Any, ...] = ()
+            if not missed_ids:
+                arm_ids, r = ids, bits.astype(np.float64)
+                if at is not None:
+                    known = (at, cached)  # their positions in the registry
             else:
-                meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
-                    "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
-                    "FROM bandit_meta WHERE one = 1"
-                )
-                # What the projection folds: the included arms' rewards and the misses (as
-                # successes), so the cache advances exactly as a reader's fold would.
-                missed_ids = payload.get("missed", ())
-                known: tuple[Any, ...] = ()
-                if not missed_ids:
-                    arm_ids, r = ids, bits.astype(np.float64)
-                    if at is not None:
-                        known = (at, cached)  # their positions in the registry
-                else:
-                    folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
-                    arm_ids = sorted(folded)
-                    r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
-                pending = fold.Pending(
-                    int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
-                )
-                after.append((pending if updates and arm_ids else None, meta, *known))
-            return rewards, bool(updates), res.status, list(payload.get("missed", ()))
+                folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
+                arm_ids = sorted(folded)
+                r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
+            pending = fold.Pending(
+                int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
+            )
+            after.append((pending if updates and arm_ids else None, meta, *known))
+            return rewards, bool(updates), res.status, list(missed_ids)
 
         after: list[tuple[Any, ...]] = []
         oid = _observation_id(run_id)
