@@ -150,6 +150,24 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[k]
 
 
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its direct children (Linux /proc)."""
+    import glob
+    import os
+
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if stat == f"/proc/{pid}/stat" or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def run_child(code: str, *args: str) -> dict[str, Any]:
     """Run `code` in a fresh interpreter; it prints one JSON object as its last line."""
     out = subprocess.run(

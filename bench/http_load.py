@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import glob
 import json
 import os
 import socket
@@ -39,6 +38,8 @@ from typing import Any
 
 import httpx2
 import msgspec
+
+from common import proc_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 CONNECTIONS = 16
@@ -132,16 +133,7 @@ class Serve:
     def cpu_seconds(self) -> float:
         """User + system CPU the server has used so far, its workers included (Linux: /proc),
         else NaN."""
-        total = 0.0
-        for stat in glob.glob("/proc/[0-9]*/stat"):
-            try:
-                with open(stat) as f:
-                    fields = f.read().rpartition(")")[2].split()
-            except OSError:
-                continue
-            if stat == f"/proc/{self.proc.pid}/stat" or int(fields[1]) == self.proc.pid:
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total if total else float("nan")
+        return proc_cpu(self.proc.pid) or float("nan")
 
     def output(self) -> str:
         self.log.seek(0)

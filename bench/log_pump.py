@@ -7,12 +7,12 @@
 Each of `--writers` processes opens the store with `PLAUDIT_HOST_GROUP=0` and appends single
 events through `log.append` for `--seconds`. Appends that find the lease taken go through the
 intake, and whichever process runs the pump gives them positions in passes. In every process
-`EventLog._pump_pass` is wrapped to time each pass (wall and the pump thread's CPU) and count
-the events it took; with `--statements`, psycopg's `Cursor.execute` is wrapped too, to count
-the statements sent, by kind: the pump thread's per pass that took events (an empty pass's
-statements count towards the next), and every thread's per second, summed over the
-processes (the writers' statements are "appender"; a new connection shows as its
-`CREATE SCHEMA IF NOT EXISTS`).
+`PostgresSequencer._pump_pass` is wrapped to time each pass (wall and the pump thread's CPU)
+and count the events it took; with `--statements`, psycopg's `Cursor.execute` is wrapped too,
+to count the statements sent, by kind: the pump thread's per pass that took events (an empty
+pass's statements count towards the next), and every thread's per second, summed over the
+processes (the writers' statements are "appender"; a new connection shows as its `CREATE SCHEMA
+IF NOT EXISTS`).
 
 Reported per run, and as medians over `--runs`: appends a second, the writers' CPU per append,
 passes, a pass's median wall and CPU time, events per pass, and the load average.
@@ -41,12 +41,12 @@ url, seconds, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 count_statements = sys.argv[4] == "1"
 import psycopg
 from plaudit import Plaudit
-from plaudit.store import log as log_mod
+from plaudit.store import postgres_sequencer as seq_mod
 
 KINDS = (
     ("CREATE SCHEMA IF NOT EXISTS", "new connection"),
     ("INSERT INTO plaudit_intake", "intake insert"),
-    ("SELECT 1 / ", "guess on the head"),
+    ("SELECT set_config('lock_timeout'", "deadlines"),
     ("SELECT ((SELECT n FROM plaudit_intake", "pending check"),
     ("SELECT seq, id, type", "read events"),
     ("SELECT h.seq, h.hash", "try for the lease"),
@@ -74,13 +74,13 @@ if count_statements:
     psycopg.Cursor.execute = counted
 
 passes = []
-original = log_mod.EventLog._pump_pass
-def timed(self):
+original = seq_mod.PostgresSequencer._pump_pass
+def timed(self, conn):
     t, c = time.perf_counter(), time.thread_time()
-    n = original(self)
+    n = original(self, conn)
     passes.append((time.perf_counter() - t, time.thread_time() - c, n or 0))
     return n
-log_mod.EventLog._pump_pass = timed
+seq_mod.PostgresSequencer._pump_pass = timed
 
 p = Plaudit.open(url)
 p.log.append({"type": "bench.pump.v1", "id": name + "-warm", "payload": {}})

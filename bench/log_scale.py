@@ -38,7 +38,7 @@ seconds = float(sys.argv[3])
 events = json.loads(sys.stdin.read())
 lat = []
 if mode in ("plaudit", "enqueue", "solo"):
-    if mode == "solo":  # every writer on its own, as on hosts of its own
+    if mode in ("solo", "enqueue"):  # every writer on its own, as on hosts of its own
         os.environ["PLAUDIT_HOST_GROUP"] = "0"
     from plaudit import Plaudit
     p = Plaudit.open(url)
@@ -86,11 +86,12 @@ while True:
     if t - start > seconds:
         break
 wall = time.perf_counter() - start
+stopped = time.time()
 if mode in ("plaudit", "enqueue", "solo"):
     p.close()  # an enqueuing writer gives its queued events positions here (if none did yet)
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-print(json.dumps({"n": len(lat), "wall": wall, "cpu": cpu, "lat": lat}))
+print(json.dumps({"n": len(lat), "wall": wall, "cpu": cpu, "lat": lat, "stopped": stopped}))
 """
 
 
@@ -199,8 +200,10 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
                 raise RuntimeError(f"a {mode} writer failed")
         total = sum(r["n"] for r in results)
         sequenced_after = None
+        settled = None
         if mode == "enqueue":
-            # Every acknowledged event must end up in the log; how long that took counts.
+            # Every acknowledged event must end up in the log; how long that took counts, and
+            # so does how long after the last writer stopped the last one got its position.
             from plaudit import Plaudit
 
             with Plaudit.open(url) as p:
@@ -211,6 +214,7 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
                 if len(p.log) != total:
                     raise RuntimeError(f"{len(p.log)} events in the log, {total} acknowledged")
             sequenced_after = time.perf_counter() - t0
+            settled = max(0.0, time.time() - max(r["stopped"] for r in results))
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -233,6 +237,9 @@ def one_run(backend: str, mode: str, writers: int, seconds: float, tmp: Path) ->
         "client_ms": sum(r["cpu"] for r in results) / max(sum(counts), 1) * 1000,
         "server_ms": server / (sum(counts) / wall) * 1000 if counts and sum(counts) else 0.0,
         "load": load,
+        # enqueue: seconds from the last writer's stop until every event had a position (an
+        # upper bound: the poll above and the writers' own close are included).
+        "settled_s": settled,
     }
 
 
@@ -273,7 +280,8 @@ def main() -> None:
                             f"(sequenced {res['sequenced']:.0f}/s) "
                             f"cpu/event {res['client_ms']:.3f}+{res['server_ms']:.3f} ms "
                             f"p99 {res['p99']:.1f} ms max {res['max']:.1f} ms "
-                            f"share {res['share']:.2f} load {res['load']:.2f}",
+                            f"share {res['share']:.2f} load {res['load']:.2f}"
+                            + (f" settled {res['settled_s']:.2f} s" if res["settled_s"] else ""),
                             file=sys.stderr,
                         )
     rows = []
@@ -314,6 +322,7 @@ def main() -> None:
                         if backend == "postgres"
                         else "-",
                         f"{m(pl, 'load'):.1f}",
+                        f"{m(pl, 'settled_s'):.2f}" if mode == "enqueue" else "-",
                     ]
                 )
     print(
@@ -337,6 +346,7 @@ def main() -> None:
                 "client CPU ms/event (plaudit / plain)",
                 "server CPU ms/event (plaudit / plain)",
                 "load",
+                "all sequenced s after stop",
             ],
             rows,
         )

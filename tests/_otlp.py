@@ -53,5 +53,6 @@ def decoded() -> list[tuple[str, str, dict[str, Any]]]:
             for scope_logs in resource_logs.scope_logs:
                 for rec in scope_logs.log_records:
                     attrs = {a.key: a.value for a in rec.attributes}
-                    out.append((path.decode(), service, {"event": rec.event_name, **attrs}))
+                    ids = {"trace_id": rec.trace_id.hex(), "span_id": rec.span_id.hex()}
+                    out.append((path.decode(), service, {"event": rec.event_name, **ids, **attrs}))
     return out

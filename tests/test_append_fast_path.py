@@ -22,8 +22,6 @@ from hypothesis import strategies as st
 from plaudit import Plaudit
 from plaudit.events import Event, Prepared, prepare, prepare_batch
 from plaudit.store.chain import GENESIS, chain_new_rows
-from plaudit.store.log import EventLog
-from plaudit.store.projections import ProjectionManager
 from plaudit.store.schema import EVENT_COLUMNS
 from plaudit.store.sqlite import ROWS_PER_INSERT, SqliteTx
 
@@ -159,23 +157,19 @@ prepared_batches = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(prepared_batches, st.integers(0, 10**6), st.binary(min_size=32, max_size=32))
-def test_chain_new_is_chain_for_new_events(
+def test_chain_new_rows_hash_each_body_after_the_last(
     batch: list[dict[str, Any]], seq: int, prev: bytes
 ) -> None:
-    import plaudit.builtins  # noqa: F401 - registers the bandit projection, which matches
-
-    log = EventLog.__new__(EventLog)  # _chain needs only the projections registry
-    log.projections = ProjectionManager()
+    """The batch append's inlined body is `Prepared.body`, chained from `prev`, numbered
+    from `seq + 1`."""
     prepared = [prepare({**f, "id": f"id-{i}"}) for i, f in enumerate(batch)]
-    fast_rows, last, tip = chain_new_rows(prepared, seq, prev, bytes)
-    general = log._chain(prepared, {}, seq, prev, "raise", bytes)
-    assert (fast_rows, last, tip) == (general[0], general[3], general[4])
-    for p, row in zip(prepared, fast_rows, strict=True):  # the inlined body is Prepared.body
+    rows, last, tip = chain_new_rows(prepared, seq, prev, bytes)
+    assert [r[0] for r in rows] == list(range(seq + 1, seq + len(prepared) + 1))
+    assert last == seq + len(prepared)
+    for p, row in zip(prepared, rows, strict=True):
         assert row[-1] == hashlib.sha256(prev + p.body()).digest()
         prev = row[-1]
-    assert [e.seq for e in general[1]] == [
-        r[0] for r in fast_rows if log.projections.matching(r[2])
-    ]
+    assert tip == prev
 
 
 def _rows(n: int, start: int = 1) -> list[tuple[Any, ...]]:
@@ -258,7 +252,7 @@ def test_blob_columns_chain_from_a_log_written_with_bytes(tmp_path: Path) -> Non
             prepared = [
                 prepare({"id": f"old{i}", "type": "fast.a.v1", "ts_ms": i}) for i in range(3)
             ]
-            rows, _, _, seq, tip = p.log._chain(prepared, {}, 0, GENESIS, "raise", bytes)
+            rows, seq, tip = chain_new_rows(prepared, 0, GENESIS, bytes)
             tx.executemany(
                 f"INSERT INTO plaudit_events ({','.join(EVENT_COLUMNS)}) "
                 f"VALUES ({','.join('?' * len(EVENT_COLUMNS))})",
@@ -301,37 +295,3 @@ def test_ordinary_events_skip_the_per_event_prepare(monkeypatch: pytest.MonkeyPa
     # The first event of each new type name, and the tuple, go the careful way.
     assert seen == ["event[0]", "event[1]", "event[5]"]
     assert out == [real(e) for e in batch]
-
-
-batch_events = st.lists(
-    st.fixed_dictionaries(
-        {
-            "id": st.text("abc", min_size=1, max_size=2),  # ids repeat, within and across
-            "type": st.sampled_from(["fast.a.v1", "plaudit.bandit.fast.v1"]),
-            "ts_ms": st.integers(0, 10),
-            "payload": st.fixed_dictionaries({"v": st.integers(0, 2)}),  # same id, other content
-        }
-    ),
-    max_size=12,
-)
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(batch_events, st.sampled_from(["raise", "skip"])), max_size=5))
-def test_optimistic_appends_equal_careful_ones(tmp_path_factory, batches) -> None:
-    """The optimistic SQLite path (fast chain, multi-row insert) changes no outcome or byte."""
-    outcomes = []
-    for careful in (False, True):
-        path = tmp_path_factory.mktemp("log") / "p.db"
-        with Plaudit.open(path) as p:
-            if careful:  # the path PostgreSQL takes: look the ids up first, every time
-                p.log._try_optimistic = p.log._optimistic = False
-            results = [
-                _outcome(lambda b=b, oc=oc: p.log.append_batch(b, on_conflict=oc).results)
-                for b, oc in batches
-            ]
-            with p.log.backend.read() as tx:
-                rows = tx.fetchall("SELECT * FROM plaudit_events ORDER BY seq")
-            assert p.log.verify().ok
-            outcomes.append((results, rows, p.log.head()))
-    assert outcomes[0] == outcomes[1]

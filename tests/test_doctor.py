@@ -100,3 +100,57 @@ def test_dashboard_assets_that_are_missing_or_empty(tmp_path: Path) -> None:
     (static / "b.js").write_text("1")
     (static / "c.js").write_text("2")
     assert check_dashboard(static).status == "ok"
+
+
+def test_every_extra_says_what_it_is_for() -> None:
+    from plaudit.doctor import USES
+    from plaudit.extras import EXTRAS
+
+    assert set(USES) == set(EXTRAS)
+
+
+def hide_extras(monkeypatch: pytest.MonkeyPatch, extras: tuple[str, ...]) -> None:
+    """Make the modules these extras install unimportable, as on an install without them.
+
+    Only each extra's own module is hidden (`opentelemetry.sdk`, not `opentelemetry`: the
+    API package comes with other installs too)."""
+    from plaudit.extras import EXTRAS
+
+    for extra in extras:
+        for module in EXTRAS[extra]:
+            for name in list(sys.modules):
+                if name == module or name.startswith(module + "."):
+                    monkeypatch.delitem(sys.modules, name)
+            monkeypatch.setitem(sys.modules, module, None)
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        combo
+        for n in range(5)
+        for combo in __import__("itertools").combinations(
+            ("server", "postgres", "parquet", "otel"), n
+        )
+    ],
+    ids=lambda c: "+".join(c) or "all-installed",
+)
+def test_doctor_works_on_every_combination_of_extras(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch, capsys, hidden: tuple[str, ...]
+) -> None:
+    """A lean install (issue 31: KeyError 'otel', exit 70) and every mix in between."""
+    Plaudit.open(sqlite_url).close()
+    hide_extras(monkeypatch, hidden)
+    code, report = run(["--db", sqlite_url], capsys)
+    checks = by_name(report)
+    assert code == 0 and report["ok"] is True
+    for extra in ("server", "postgres", "parquet", "otel"):
+        check = checks[f"extra {extra}"]
+        if extra in hidden:
+            assert check["status"] == "absent"
+            assert check["fix"] == f"pip install 'plaudit[{extra}]'"
+        else:
+            assert check["status"] == "ok" and "?" not in check["detail"]
+    code = main(["--db", sqlite_url, "doctor"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.rstrip().endswith("no problems found")

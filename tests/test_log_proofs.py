@@ -63,7 +63,7 @@ def test_the_sequencer_keeps_the_tree(keyed: str) -> None:
         p.log.append_batch([ev(i) for i in range(320, 700)])
         ext = CompactRange.empty().extend(leaf_hashes(chain_hashes(p)))
         with p.backend.read() as tx:
-            state = tx.head_state()
+            state = p.backend.ops.head(tx)
             nodes = {
                 (int(a), int(b)): bytes(h)
                 for a, b, h in tx.fetchall("SELECT level, idx, hash FROM plaudit_tree_nodes")

@@ -199,7 +199,7 @@ def trailing() -> Iterator[SessionCounts]:
 def test_trailing_projection_is_off_the_write_path(pl: Plaudit, trailing: SessionCounts) -> None:
     from plaudit.store.projections import trailing_projections
 
-    assert trailing_projections() == ["signals", "test_counts"]  # router rows trail too
+    assert trailing_projections() == ["signals", "test_counts", "traces"]  # router rows trail too
     pl.log.append_batch([ev(i, session=f"s{i % 2}") for i in range(6)])
     pl.log.append(ev(6, session="s0"))
     assert trailing.applied == []  # the appends did not apply it...
@@ -215,7 +215,7 @@ def test_trailing_catch_up_runs_in_chunks_and_never_moves_back(
 
     monkeypatch.setattr(logmod, "CATCH_UP_CHUNK", 3)
     pl.log.append_batch([ev(i, session="a") for i in range(8)])
-    assert pl.log.catch_up() == 2 * 8  # positions, summed over "signals" and this one
+    assert pl.log.catch_up() == 3 * 8  # positions, summed over "signals", "traces" and this one
     assert pl.log.catch_up() == 0
     assert applied_seq(pl) == 8
     # A catch-up aimed at an older head (another process moved the projection past it

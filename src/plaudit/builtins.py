@@ -12,7 +12,21 @@ BUILTIN_PROJECTIONS: list[tuple[str, tuple[str, ...], str, bool]] = [
     ("ledger", ("plaudit.ledger.",), "plaudit.ledger.projection:LedgerProjection", False),
     # Router rows are read by exports, audits and evaluations only: they trail the log, so a
     # router's appends cost the log's work alone (see docs/log.md, "Trailing projections").
-    ("signals", ("flow.router.",), "plaudit.signals.projection:SignalsProjection", True),
+    # It also folds the repeat records `plaudit log import` keeps for exact repeats of a line.
+    (
+        "signals",
+        ("flow.router.", "plaudit.log.repeat."),
+        "plaudit.signals.projection:SignalsProjection",
+        True,
+    ),
+    # Which traces belong to which bandit runs (selects made under a trace context, spans kept
+    # for a run whose end has not arrived): read by trace ingest only, so it trails.
+    (
+        "traces",
+        ("plaudit.bandit.run.", "plaudit.trace."),
+        "plaudit.traces.projection:TracesProjection",
+        True,
+    ),
 ]
 
 for _name, _prefixes, _target, _trailing in BUILTIN_PROJECTIONS:

@@ -65,6 +65,7 @@ def make_backend(
     schema: str | None = None,
     durability: str = "full",
     create: bool = True,
+    deadline_s: float | None = None,
 ) -> Backend:
     """The backend for `db`. `create=False` opens only an existing store: a missing one
     raises `StoreNotFoundError` and nothing (file, directory, schema, table) is created."""
@@ -77,7 +78,14 @@ def make_backend(
 
         need("psycopg", extra="postgres", feature="a postgresql:// store")
         dsn, dsn_schema = split_schema(url)
-        return PostgresBackend(dsn, schema=schema or dsn_schema, create=create)
+        return PostgresBackend(
+            dsn, schema=schema or dsn_schema, create=create, deadline_s=deadline_s
+        )
     from plaudit.store.sqlite import SqliteBackend
 
-    return SqliteBackend(url, durability=durability, create=create)  # type: ignore[arg-type]
+    return SqliteBackend(
+        url,
+        durability=durability,  # type: ignore[arg-type]
+        create=create,
+        deadline_s=deadline_s,
+    )

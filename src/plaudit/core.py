@@ -54,6 +54,7 @@ class Plaudit:
         checkpoint_every: int | None = None,
         checkpoint_seconds: float | None = None,
         signing_key: str | None = None,
+        deadline_s: float | None = None,
     ) -> Plaudit:
         """Open a SQLite path or a `postgresql://` DSN (default: $PLAUDIT_DB, else
         ./.plaudit/plaudit.db). `durability="normal"` trades power-loss safety for speed on
@@ -67,8 +68,14 @@ class Plaudit:
         `checkpoint_seconds` seconds (defaults: $PLAUDIT_CHECKPOINT_EVERY, else 1000;
         $PLAUDIT_CHECKPOINT_SECONDS, else 60), with `signing_key` (a path or PEM; default:
         $PLAUDIT_SIGNING_KEY, else `<db>.key` beside a SQLite store), and copied into every
-        `witness` directory and those in $PLAUDIT_WITNESS."""
-        backend = make_backend(db, schema=schema, durability=durability, create=create)
+        `witness` directory and those in $PLAUDIT_WITNESS.
+
+        `deadline_s` (default: $PLAUDIT_DEADLINE_S, else 5) bounds every wait of this store: a
+        lock, the lease, a host leader or a sequencing pass that does not answer within it
+        gives a result by another route or a `DeadlineError` naming the holder."""
+        backend = make_backend(
+            db, schema=schema, durability=durability, create=create, deadline_s=deadline_s
+        )
         try:
             checkpointer = Checkpointer(
                 backend,

@@ -22,11 +22,14 @@ from plaudit.extras import EXTRAS, installed
 
 Status = Literal["ok", "absent", "fail"]
 
-#: What each extra is for, in the words a user would look for.
+#: What each extra is for, in the words a user would look for; one entry per extra in
+#: `plaudit.extras.EXTRAS` (a test holds the two equal, so a new extra cannot crash doctor).
 USES = {
     "server": "plaudit serve, the HTTP API and the dashboard",
     "postgres": "a postgresql:// store",
     "parquet": "signal export --format parquet",
+    "otel": "plaudit otel export and plaudit serve --otel",
+    "mcp": "plaudit mcp and the /mcp endpoint of plaudit serve",
 }
 
 
@@ -72,22 +75,27 @@ def check_extras() -> list[Check]:
             versions = ", ".join(f"{m} {_version(m)}" for m in modules)
             checks.append(Check(f"extra {extra}", "ok", f"installed ({versions})"))
         else:
+            use = USES.get(extra, f"what the {extra} extra adds")
             checks.append(
                 Check(
                     f"extra {extra}",
                     "absent",
-                    f"not installed ({missing} is missing); needed for {USES[extra]}",
-                    MissingExtraError(extra, USES[extra]).install,
+                    f"not installed ({missing} is missing); needed for {use}",
+                    MissingExtraError(extra, use).install,
                 )
             )
     return checks
 
 
 def _version(module: str) -> str:
-    try:
-        return metadata.version(module)
-    except metadata.PackageNotFoundError:
-        return "?"
+    """The installed version of the distribution a module comes from (`opentelemetry.sdk`
+    is the distribution `opentelemetry-sdk`)."""
+    for name in dict.fromkeys((module, module.replace(".", "-"))):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "?"
 
 
 def check_postgres(dsn: str) -> Check:

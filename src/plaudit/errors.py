@@ -97,6 +97,15 @@ class ConfigError(PlauditError):
     http_status = 400
 
 
+class ListenError(PlauditError):
+    """A server cannot listen on its address: the port is in use, or not ours to take.
+
+    Raised before a store is opened, so a server that cannot start creates nothing."""
+
+    exit_code = 7
+    http_status = 503
+
+
 class MissingExtraError(ConfigError):
     """A feature needs an optional extra that is not installed (see plaudit.extras)."""
 
@@ -112,3 +121,9 @@ class MissingExtraError(ConfigError):
 class BackendUnavailableError(PlauditError):
     exit_code = 6
     http_status = 503
+
+
+class DeadlineError(BackendUnavailableError):
+    """A lock, lease, leader or relay did not answer within the store's deadline. The message
+    names the holder and what to do; nothing of the call was acknowledged (a retry is safe:
+    appends are idempotent by id)."""

@@ -17,6 +17,7 @@ import msgspec
 from plaudit.errors import ValidationError
 from plaudit.ids import now_ms, uuid7
 from plaudit.store.chain import content_digest, event_body
+from plaudit.tracecontext import with_trace
 
 #: Largest canonical payload accepted, in bytes.
 MAX_PAYLOAD_BYTES = 1 << 20
@@ -215,7 +216,10 @@ def make_event(
     ts_ms: int | None = None,
     meta: Mapping[str, Any] | None = None,
 ) -> Event:
-    """Build an event with a generated time-ordered id and the current time where omitted."""
+    """Build an event with a generated time-ordered id and the current time where omitted.
+
+    The current trace context (`plaudit.tracecontext`) goes into `meta` as `traceparent`,
+    unless `meta` names one already."""
     return Event(
         id=id if id is not None else uuid7(),
         type=type,
@@ -223,7 +227,7 @@ def make_event(
         session_id=session_id,
         source=source,
         payload=dict(payload or {}),
-        meta=dict(meta or {}),
+        meta=with_trace(dict(meta or {})),
     )
 
 

@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg",),
     "parquet": ("pyarrow",),
     "otel": ("opentelemetry.sdk",),
+    "mcp": ("mcp",),
 }
 
 

@@ -8,7 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from plaudit.errors import ValidationError
+from plaudit.errors import ConfigError, ValidationError
+
+#: The one directory that clients of a server (HTTP, MCP over HTTP) may export to and read from.
+EXPORT_ROOT_ENV = "PLAUDIT_EXPORT_ROOT"
 
 
 def atomic_write(
@@ -56,3 +59,24 @@ def _sync_directory(directory: Path) -> None:
 
 
 __all__ = ["atomic_write"]
+
+
+def confine(root: str | None, field: str, value: str | None) -> str | None:
+    """`value` resolved inside the export root `root` (else `$PLAUDIT_EXPORT_ROOT`); anything
+    outside it, or no root at all, is refused, so a remote client can neither read nor write
+    elsewhere on the server."""
+    if value is None:
+        return None
+    root = root or os.environ.get(EXPORT_ROOT_ENV)
+    if not root:
+        raise ConfigError(
+            f"{field}: server-side files are disabled; start the server with "
+            f"{EXPORT_ROOT_ENV}=DIR to allow exports and audits under DIR"
+        )
+    if "\x00" in value:
+        raise ValidationError(field, "must not contain NUL characters")
+    base = Path(root).expanduser().resolve()
+    target = (base / value).resolve()
+    if not target.is_relative_to(base):
+        raise ValidationError(field, "must stay inside the export root")
+    return str(target)

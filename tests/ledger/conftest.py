@@ -28,9 +28,10 @@ def memory_bank(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def sourced(pl: Plaudit, memory_bank: Path) -> Ledger:
-    """Sources imported; reconciliation mismatches warn (see data/warn.toml)."""
+    """Sources imported, their triggers not booked (tests record against them by hand);
+    reconciliation mismatches warn (see data/warn.toml)."""
     lg = Ledger(pl, DATA / "warn.toml")
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)
     return lg
 
 

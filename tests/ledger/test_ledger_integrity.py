@@ -92,10 +92,19 @@ def test_edit_points_in_the_log_is_detected_located_and_corrected(ledger: Ledger
     assert r["log_first_bad_event"]["id"] == victim.id
     assert r["first_discrepancy"]["log"]["id"] == victim.id
     _halts(ledger)
+    before = {c["category"]: c["total"] for c in ledger.breakdown()["categories"]}
     audit = ledger.audit()
-    # the audit restores the acknowledged balance with a correcting audit transaction
-    assert audit["steps"]["correct"]["correction"] == -505
+    # the audit restores the acknowledged balance with an amendment of the forged
+    # transaction: its category (and every other figure) follows, not only the total
+    assert audit["steps"]["correct"]["correction"] == 0
+    assert audit["steps"]["correct"]["amended"] == 1
+    (amendment,) = audit["steps"]["correct"]["amendments"]
+    assert amendment["points"] == -505 and victim.id in amendment["action"]
+    assert audit["steps"]["identify"]["forged"][0]["id"] == victim.id
     assert audit["total_score"] == txs[-1].running_total
+    after = {c["category"]: c["total"] for c in ledger.breakdown()["categories"]}
+    assert after["unused_variables"] == before["unused_variables"]  # as acknowledged
+    assert after.get("audit_correction", 0) == 0
     assert audit["checksum_valid_after"]
     assert audit["log_ok_after"] is False  # the log stays honest about its broken row
     # ... so recording stays halted here, and the way forward is a new store

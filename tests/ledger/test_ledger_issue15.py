@@ -56,7 +56,7 @@ def test_3_mismatch_opens_an_incident_halts_and_cli_exits_1(
     pl: Plaudit, memory_bank: Path, cli, tmp_path: Path
 ) -> None:
     lg = pl.ledger
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)  # the records only: what they declare is missing
     code, out, _ = cli("ledger", "reconcile")
     assert code == 1 and "HALTED" in out and "reconcile --recover" in out
     assert [i["kind"] for i in lg.incidents()] == ["reconcile_mismatch"]
@@ -73,7 +73,7 @@ def test_3_warn_mode_records_the_incident_once_and_keeps_recording(
     pl: Plaudit, memory_bank: Path, tmp_path: Path
 ) -> None:
     lg = ledger_with(pl, tmp_path, WARN)
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)
     r = lg.reconcile()
     assert not r["ok"] and not r["halted"] and r["mode"] == "warn"
     lg.reconcile()  # the same mismatches: no second incident
@@ -85,12 +85,12 @@ def test_3_deleted_source_record_is_detected(
     pl: Plaudit, memory_bank: Path, tmp_path: Path
 ) -> None:
     lg = ledger_with(pl, tmp_path, WARN)
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)
     lg.record("validation_failure", "tests", source="mistake:m-002")
     doc = json.loads((memory_bank / "mistakes.json").read_text())
     doc["error_patterns"] = [m for m in doc["error_patterns"] if m["id"] != "m-002"]
     (memory_bank / "mistakes.json").write_text(json.dumps(doc))
-    assert lg.import_sources(memory_bank).removed == 1
+    assert lg.import_sources(memory_bank, book=False).removed == 1
     r = lg.reconcile()
     gone = [m for m in r["mismatches"] if m["key"] == "m-002"]
     assert gone and gone[0]["status"] == "deleted" and gone[0]["ledger"] == -20
@@ -103,7 +103,9 @@ def test_3_deleted_source_record_is_detected(
 
 def test_3_audit_includes_the_source_files(pl: Plaudit, memory_bank: Path, tmp_path: Path) -> None:
     lg = ledger_with(pl, tmp_path, WARN)
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)
+    # m-002 declares -40: an excess, which re-reading the memory bank does not book away
+    lg.record("validation_failure", "excess", source="mistake:m-002", points=-60)
     r = lg.audit(tmp_path / "audits", sources_dir=memory_bank)
     assert r["steps"]["identify"]["sources"]["ok"] is False
     assert r["steps"]["export"]["sources"] == [
@@ -143,17 +145,18 @@ def test_4_memory_observations_and_mcp_calls_made_trigger_rewards(
         json.dumps({"mcp_integration": {"calls_made": ["filesystem", "memory", "git"]}})
     )
     lg = ledger_with(pl, tmp_path, WARN)
-    lg.import_sources(bank)
+    lg.import_sources(bank)  # the import books the triggers (issue 31)
     declared = {(m["kind"], m["key"]): m["declared"] for m in lg.reconcile()["records"]}
     assert declared[("entity", "cursor-fix")] == 40  # 2 x pattern reuse (+20)
     assert declared[("entity", "fact")] == 0
     assert declared[("mcp_chain", "current")] == 10  # MCP integration (+10)
-    booked = {t["source"]: t for t in lg.recover_missing()["transactions"]}
-    assert booked["entity:cursor-fix"]["category"] == "pattern_reuse"
-    assert booked["entity:cursor-fix"]["points"] == 40
-    assert booked["mcp_chain:current"]["category"] == "mcp_integration"
-    assert booked["mcp_chain:current"]["points"] == 10
-    assert lg.reconcile()["ok"]
+    booked = [(t.source, t.category, t.points) for t in lg.transactions(10)]
+    assert sorted(booked) == [
+        ("entity:cursor-fix", "pattern_reuse", 20),
+        ("entity:cursor-fix", "pattern_reuse", 20),
+        ("mcp_chain:current", "mcp_integration", 10),
+    ]
+    assert lg.reconcile()["ok"] and lg.recover_missing()["recovered"] == 0
     with pytest.raises(ValidationError, match="Pattern successfully applied"):
         lg.record("pattern_reuse", "no such observation", source="entity:fact")
 
@@ -301,7 +304,7 @@ def test_6_recovery_books_the_mistakes_own_category_and_date(
     pl: Plaudit, memory_bank: Path, tmp_path: Path
 ) -> None:
     lg = ledger_with(pl, tmp_path, WARN)
-    lg.import_sources(memory_bank)
+    lg.import_sources(memory_bank, book=False)
     booked = {t["source"]: t for t in lg.recover_missing()["transactions"]}
     m1 = booked["mistake:m-001"]  # category constitutional_violation, occurred 12:23 +05:30
     assert m1["category"] == "file_creation_violation"

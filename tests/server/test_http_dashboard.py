@@ -78,7 +78,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-            page.goto(f"{srv.url}/")
+            page.goto(f"{srv.url}/?poll=2")  # the default is the seed's 5 s
             total = page.locator("#score-total")
             # Waits use selectors, not JS expressions: the page's CSP forbids eval.
             page.wait_for_selector('.rl-score-widget[data-state="live"]', timeout=10_000)
@@ -210,7 +210,8 @@ def test_no_clipped_labels_and_round_ticks(serve_factory, tmp_path: Path, width:
             tiles = page.locator("#conv-chart figure")
             assert tiles.count() == len(history) == 9
             for i in range(tiles.count()):
-                name = tiles.nth(i).locator(".conv-name").inner_text()
+                name = tiles.nth(i).get_attribute("data-arm")
+                assert tiles.nth(i).locator(".conv-name").get_attribute("title") == name
                 final = history[name][-1]
                 caption = tiles.nth(i).locator(".conv-value").inner_text()
                 assert caption == f"{final['mean']:.3f} · {final['obs_index']} obs"
@@ -351,3 +352,77 @@ def test_the_savings_card_shows_the_measured_saving(serve_factory, tmp_path: Pat
         finally:
             browser.close()
     assert errors == []
+
+
+def _seed_long_arm_names(db: str) -> list[str]:
+    """Arms whose ids share long beginnings, as real inventories' do."""
+    names = [
+        "file:workspace:src/plaudit/ledger/audit.py",
+        "file:workspace:src/plaudit/ledger/backup.py",
+        "file:workspace:src/plaudit/server/audit.py",
+        "file:workspace:README.md",
+        "file:workspace:docs/README.md",
+        "memory:user:prefers-short-answers-with-code-blocks-first",
+        "memory:user:prefers-short-answers-with-code-blocks-last",
+        "tool:exec:Bash",
+    ]
+    with Plaudit.open(db) as p:
+        p.bandit.register([{"id": n, "tokens": 100} for n in names])
+        for i in range(6):
+            sel = p.bandit.select(None, token_budget=4000, seed=i)
+            p.bandit.observe(sel.run_id, "used " + " ".join(sel.included[: i % 4]))
+    return names
+
+
+@pytest.mark.slow
+def test_convergence_tiles_tell_arms_apart_and_the_score_polls_every_5_s(
+    serve_factory, tmp_path: Path
+) -> None:
+    """Issue 31: tiles cut arm names so that several could not be told apart, and the page
+    polled the score every 2 s where the seed says 5 s."""
+    _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    db = str(tmp_path / "names.db")
+    names = _seed_long_arm_names(db)
+    srv = serve_factory(db)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for width in (1400, 420):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                polls: list[float] = []
+                page.on(
+                    "request",
+                    lambda r, polls=polls: (
+                        "/v1/ledger/score" in r.url and polls.append(time.monotonic())
+                    ),
+                )
+                page.goto(f"{srv.url}/")
+                page.wait_for_selector("#conv-chart svg path.line-conv", state="attached")
+                tiles = page.locator("#conv-chart figure")
+                assert sorted(tiles.evaluate_all("ts => ts.map(t => t.dataset.arm)")) == sorted(
+                    names
+                )
+                shown = page.locator("#conv-chart .conv-name").evaluate_all(
+                    """els => els.map(e => ({text: e.textContent, title: e.title,
+                        cut: e.scrollHeight > e.clientHeight + 1
+                          || e.scrollWidth > e.clientWidth + 1}))"""
+                )
+                texts = [s["text"] for s in shown]
+                assert len(set(texts)) == len(texts), texts  # every tile told apart...
+                assert not any(s["cut"] for s in shown), shown  # ...by what is on screen
+                for s in shown:
+                    assert s["title"] in names
+                    assert s["title"].endswith(s["text"].lstrip("…")) or "…" in s["text"][1:]
+                if width == 1400:
+                    page.wait_for_timeout(5_600)
+                    gaps = [b - a for a, b in itertools.pairwise(polls)]
+                    assert gaps and all(4.5 < g < 6.5 for g in gaps), gaps
+                    assert page.locator("#conn").get_attribute("data-poll-seconds") == "5"
+                page.close()
+            page = browser.new_page()
+            page.goto(f"{srv.url}/?poll=2")
+            page.wait_for_selector('#conn[data-poll-seconds="2"]')
+        finally:
+            browser.close()

@@ -227,6 +227,29 @@ def test_abbreviations_mean_the_references_options(tmp_path) -> None:
     assert (subject["decision_id"], subject["session_id"]) == ("d-9", "abbr")
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["decison", "--decision-id", "d"], "invalid choice: 'decison'. Did you mean 'decision'?"),
+        ([*DECISION[:1], "--decison-id", "d"], "no such option: --decison-id. Did you mean one"),
+        (
+            [*DECISION[:5], "--chosen-tsk", "t"],
+            "no such option: --chosen-tsk. Did you mean '--chosen-task'?",
+        ),
+        (
+            [*OUTCOME[:3], "--outcome", "sucess"],
+            "invalid choice: 'sucess'. Did you mean 'success'?",
+        ),
+    ],
+)
+def test_a_typo_gets_did_you_mean_like_the_click_commands(args, said) -> None:
+    """Issue 31: `signal emit` parses with argparse inside the click CLI, and a typo got no
+    suggestion (an unknown option was even reported as the required ones missing)."""
+    r = run_plaudit("signal", "emit", "--no-log", *args)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and said in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
 def test_json_nested_too_deeply_is_a_clean_error(tmp_path) -> None:
     deep = '{"a":' * 5000 + "1" + "}" * 5000
     args = [*DECISION[:9], "--context-json", deep]

@@ -35,6 +35,11 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Overrides the client's `timeoutMs` for this call. */
   timeoutMs?: number;
+  /**
+   * W3C trace context of the span this call belongs to (`00-<trace id>-<span id>-<flags>`): the
+   * events it writes carry it, so tracing backends attach plaudit's evaluations to that span.
+   */
+  traceparent?: string;
 }
 
 export type QueryValue =
@@ -122,6 +127,7 @@ export class Transport {
     const url = `${this.baseUrl}${path}${queryString(spec.query)}`;
     const headers: Record<string, string> = { accept: "application/json", ...this.#headers };
     if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (spec.traceparent) headers.traceparent = spec.traceparent;
     const init: RequestInit = { method, headers };
     if (spec.body !== undefined) {
       headers["content-type"] = "application/json";

@@ -464,7 +464,7 @@ class Bandit:
         # Unflushed: a run that power loss took away was never observed, so nothing learnt
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
-        self.p.log.run(write, durable=False, ids=[run_id])
+        self.p.log.run(write, durable=False)
         if listed is not None:  # committed: later sets may be recorded as changes to it
             self._lists.recorded(listed, records)
 
@@ -603,8 +603,9 @@ class Bandit:
                 projection.offer(w.tx, oid, None)
             if res.status in ("conflict", "present"):  # observed before: the same outcome?
                 stored = _repeated(w, res, oid, run_id, payload)
-                if stored is not None:
-                    rewards = projection.rewards_of(stored)
+                if stored is not None:  # in the run's order, as a first observe gives them
+                    got = projection.rewards_of(stored)
+                    rewards = {a: got[a] for a in included if a in got} | got
                     updates = stored["updates"]
                     payload["missed"] = stored.get("missed", [])
                 return rewards, bool(updates), "present", list(payload.get("missed", ()))
@@ -632,7 +633,7 @@ class Bandit:
 
         after: list[tuple[Any, ...]] = []
         oid = _observation_id(run_id)
-        rewards, updates, status, missed = self.p.log.run(write, ids=[oid])
+        rewards, updates, status, missed = self.p.log.run(write)
         if after:
             # Committed: fold it into this process's cache now, if the cache is just before it
             # (the select that follows then has nothing to fold). See `PosteriorCache.advance`.
@@ -846,7 +847,10 @@ class Bandit:
             out["observation"] = None
         else:  # rewards by id, whichever form the event holds them in
             rest = {k: v for k, v in obs.payload.items() if k not in ("arms", "hits")}
-            out["observation"] = {**rest, "rewards": projection.rewards_of(obs.payload)}
+            rewards = projection.rewards_of(obs.payload)
+            # in the run's own order, as observe returned them (the event holds them by id)
+            order = {a: rewards[a] for a in ev.payload.get("included", ()) if a in rewards}
+            out["observation"] = {**rest, "rewards": order | rewards}
         return out
 
     def evaluate(

@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "ledger": "plaudit.cli.ledger:ledger",
     "serve": "plaudit.cli.serve:serve",
     "otel": "plaudit.cli.otel:otel",
+    "mcp": "plaudit.cli.mcp:mcp",
+    "ingest-traces": "plaudit.cli.traces:ingest_traces",
     "demo": "plaudit.cli.demo:demo",
     "doctor": "plaudit.cli.doctor:doctor",
 }

@@ -46,11 +46,25 @@ def _build() -> click.Group:
         metavar="PATH|DSN",
         help="SQLite path or postgresql:// DSN (default: $PLAUDIT_DB, else ./.plaudit/plaudit.db).",
     )
+    @click.option(
+        "--traceparent",
+        envvar="TRACEPARENT",
+        default=None,
+        metavar="W3C",
+        help="W3C trace context the events written get, so tracing backends can attach them "
+        "to the span (default: $TRACEPARENT).",
+    )
     @click.pass_context
-    def cli(ctx: click.Context, db: str | None) -> None:
+    def cli(ctx: click.Context, db: str | None, traceparent: str | None) -> None:
         """plaudit: reinforcement feedback for LLM agents on one tamper-evident event log."""
         ctx.ensure_object(dict)
         ctx.obj["db"] = db
+        if traceparent:
+            from plaudit.tracecontext import trace_context
+
+            source = ctx.get_parameter_source("traceparent")
+            field = "$TRACEPARENT" if source == click.core.ParameterSource.ENVIRONMENT else None
+            ctx.with_resource(trace_context(traceparent, field=field or "--traceparent"))
 
     return cli
 

@@ -24,7 +24,7 @@ USAGE_EXIT = 2
 SEQ_MEM_ENV = "SEQ_CH_MEM_PATH"
 #: Options the reference emitter does not have. An abbreviation that could mean one of these or
 #: one of the reference's (`--d`: --decision-id or --db) means the reference's, as it did there.
-PLAUDIT_ONLY = frozenset({"--db", "--seq-mem", "--no-log"})
+PLAUDIT_ONLY = frozenset({"--db", "--seq-mem", "--no-log", "--traceparent"})
 
 
 def _columns() -> int:
@@ -66,6 +66,57 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"error: {message} (in `{self.prog}`; see --help)\n")
         raise SystemExit(USAGE_EXIT)
 
+    # A typo gets the names it may have meant, as the click commands answer one.
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is not None and value not in choices:
+            names = [str(c) for c in choices]
+            hint = _did_you_mean(str(value), names)
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r}{'.' + hint if hint else ''} "
+                f"(choose from {', '.join(map(repr, names))})",
+            )
+        super()._check_value(action, value)  # type: ignore[misc]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """An unknown option is reported, with what it may have meant, before argparse
+        reports the required options it then counts as missing."""
+        if args is not None and self._subparsers is None:
+            self._check_options(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _check_options(self, args: list[str]) -> None:
+        skip = False
+        for arg in args:
+            if skip or arg == "--":
+                skip = False
+                if arg == "--":
+                    return
+                continue
+            if not arg.startswith("--") or len(arg) < 3:
+                continue
+            name, eq, _ = arg.partition("=")
+            action = self._option_string_actions.get(name)
+            found = [] if action is not None else self._get_option_tuples(name)
+            if action is None and len(found) == 1:
+                action = found[0][0]
+            if action is None and not found:
+                known = [o for o in self._option_string_actions if o.startswith("--")]
+                self.error(f"no such option: {name}.{_did_you_mean(name, known)}".rstrip("."))
+            skip = action is not None and action.nargs != 0 and not eq
+
+
+def _did_you_mean(word: str, names: list[str]) -> str:
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, names, n=3)
+    if len(close) == 1:
+        return f" Did you mean {close[0]!r}?"
+    if close:
+        return f" Did you mean one of: {', '.join(map(repr, close))}?"
+    return ""
+
 
 def _globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
     # On subcommands the defaults are suppressed so they do not erase values given earlier.
@@ -73,6 +124,12 @@ def _globals(parser: argparse.ArgumentParser, *, top: bool) -> None:
     parser.add_argument("--db", default=default, metavar="PATH|DSN", help="SQLite path or DSN")
     parser.add_argument(
         "--seq-mem", default=default, metavar="PATH", help="also append the row to this file"
+    )
+    parser.add_argument(
+        "--traceparent",
+        default=default,
+        metavar="W3C",
+        help="W3C trace context for the event (default: $TRACEPARENT)",
     )
     parser.add_argument(
         "--no-log",
@@ -151,6 +208,17 @@ def split_argv(argv: Sequence[str]) -> list[str]:
 
 def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(split_argv(argv))
+    traceparent = args.traceparent or os.environ.get("TRACEPARENT") or None
+    if traceparent is None:
+        return _run(args, traced=False)
+    from plaudit.tracecontext import trace_context
+
+    field = "--traceparent" if args.traceparent else "$TRACEPARENT"
+    with trace_context(traceparent, field=field):
+        return _run(args, traced=True)
+
+
+def _run(args: Any, *, traced: bool) -> int:
     from plaudit.signals import contract
 
     where = f"plaudit signal emit {args.cmd}"
@@ -210,6 +278,8 @@ def run(argv: Sequence[str]) -> int:
 
     if args.no_log:
         result = record(None, emission, seq_mem=seq_mem)
+    elif traced:  # the server's handoff socket carries no trace context: append here
+        result = None
     else:
         from plaudit.config import resolve_db
 

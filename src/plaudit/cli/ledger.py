@@ -22,11 +22,18 @@ def _config() -> str | None:
 
 
 @contextmanager
-def open_ledger(db: str | None, *, create: bool = False) -> Iterator[Any]:
+def open_ledger(db: str | None, *, create: bool = False, config: Any = None) -> Iterator[Any]:
     from plaudit.ledger import Ledger
 
     with open_store(db, create=create) as p:
-        yield Ledger(p, _config())
+        yield Ledger(p, config if config is not None else _config())
+
+
+def _loaded_config() -> Any:
+    """The ledger config, for commands that check their input before opening a store."""
+    from plaudit.ledger import load_config
+
+    return load_config(_config())
 
 
 @click.group(cls=SuggestingGroup)
@@ -55,11 +62,13 @@ sources_option = click.option(
 
 
 def _tx_line(t: Any) -> str:
+    """One transaction: its date, points, log position (`#seq`, the order running totals
+    follow), running total, whether it was cross-checked, category, source and action."""
     src = t.source or "-"
     mark = "✓" if t.verified else "?"
     return (
-        f"{t.timestamp}  {t.points:+6d}  {t.running_total:>8}  {mark} {t.category:<26} "
-        f"{src:<22} {t.action}"
+        f"{t.timestamp}  {t.points:+6d}  #{t.seq:<6} {t.running_total:>8}  {mark} "
+        f"{t.category:<26} {src:<22} {t.action}"
     )
 
 
@@ -100,9 +109,13 @@ def record_batch(db: str | None, file: str, as_json: bool) -> None:
 
     Each item has category and action, optionally points, source, session, key."""
     from plaudit.inputs import as_list, load
+    from plaudit.ledger.spec import parse_spec
 
     items = as_list(load(file, what="input"))
-    with open_ledger(db, create=True) as lg:
+    config = _loaded_config()
+    for i, raw in enumerate(items):  # a refused file creates no store
+        parse_spec(config, raw, where=f"[{i}]")
+    with open_ledger(db, create=True, config=config) as lg:
         txs = lg.record_batch(items)
     if as_json:
         echo_json({"recorded": len(txs), "transactions": txs})
@@ -178,7 +191,9 @@ def metrics(db: str | None, as_json: bool) -> None:
 def transactions(
     db: str | None, limit: int, category: str | None, session: str | None, as_json: bool
 ) -> None:
-    """Transactions, newest first."""
+    """Transactions, newest first by date (ties by log position). A transaction recovered or
+    imported for an older record carries the record's date; `#N` is its log position, the
+    order its running total follows."""
     with open_ledger(db) as lg:
         txs = lg.transactions(limit, category=category, session=session)
     if as_json:
@@ -272,10 +287,17 @@ def audit(db: str | None, export_dir: str | None, sources_dir: str | None, as_js
     idf = s["identify"]
     first = idf.get("projection") or idf.get("log") or idf.get("log_first_bad")
     click.echo(f"  4 identify    {first or 'no discrepancy'}")
+    amended = s["correct"].get("amended", 0)
     click.echo(
         f"  5 correct     correction {s['correct']['correction']:+d}"
+        f"{f', {amended} forged transactions amended' if amended else ''}"
         f"{', projection rebuilt' if s['recover']['projection_rebuilt'] else ''}"
     )
+    for f in idf.get("forged", [])[:20]:
+        click.echo(
+            f"    amended     {f['id']} ({f['category']}): the log holds {f['log_points']:+d}, "
+            f"acknowledged {f['acknowledged']:+d}"
+        )
     src = idf.get("sources") or {}
     if src and not src["ok"]:
         click.echo(f"    sources     {len(src['mismatches']) + len(src['orphans'])} mismatched")
@@ -314,36 +336,49 @@ def reconcile(
     mismatch; in the default `halt` mode it also halts recording until a clean run)."""
     with open_ledger(db) as lg:
         r = lg.reconcile(sources_dir=sources_dir)
+        found = dict(r)
         if do_recover:
             r["recovery"] = lg.recover_missing()
-            r.update({k: r["recovery"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+            r.update(r["recovery"]["reconcile"])
         if do_correct:
             r["correction"] = lg.correct()
-            r.update({k: r["correction"]["reconcile"][k] for k in ("ok", "mismatches", "halted")})
+            r.update(r["correction"]["reconcile"])
+    if do_recover or do_correct:
+        r["found"] = {k: found[k] for k in ("ok", "mismatches", "orphans")}
+        if r["ok"]:
+            r.pop("next", None)
     if as_json:
         echo_json(r)
     else:
+        fixing = (do_recover or do_correct) and not found["ok"]
+        if fixing:  # what was found, then what was done about it, then where that leaves it
+            click.echo(f"found {len(found['mismatches']) + len(found['orphans'])} mismatches")
+            _reconciliation(found)
+            if do_recover:
+                click.echo(f"recovered {r['recovery']['recovered']} transactions")
+            if do_correct:
+                click.echo(f"corrected {r['correction']['corrected']} records")
         click.echo("reconciled: " + ("ok" if r["ok"] else f"{len(r['mismatches'])} mismatches"))
-        for kind, agg in sorted(r["by_kind"].items()):
-            click.echo(
-                f"  {kind:<10} {agg['records']:>5} records, declared {agg['declared']:+d}, "
-                f"ledger {agg['ledger']:+d}, {agg['mismatched']} mismatched"
-            )
-        for m in r["mismatches"][:20]:
-            click.echo(
-                f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
-                f"ledger {m['ledger']}"
-            )
-        for o in r["orphans"][:20]:
-            click.echo(f"  orphan   {o}: transactions reference a record no file holds")
-        if do_recover:
-            click.echo(f"recovered {r['recovery']['recovered']} transactions")
-        if do_correct:
-            click.echo(f"corrected {r['correction']['corrected']} records")
+        _reconciliation(r)
         if not r["ok"]:
             click.echo(("recording HALTED. " if r["halted"] else "") + "next: " + r["next"])
     if not r["ok"]:
         raise click.exceptions.Exit(1)
+
+
+def _reconciliation(r: dict[str, Any]) -> None:
+    for kind, agg in sorted(r["by_kind"].items()):
+        click.echo(
+            f"  {kind:<10} {agg['records']:>5} records, declared {agg['declared']:+d}, "
+            f"ledger {agg['ledger']:+d}, {agg['mismatched']} mismatched"
+        )
+    for m in r["mismatches"][:20]:
+        click.echo(
+            f"  {m['status']:<8} {m['kind']}:{m['key']} declares {m['declared']}, "
+            f"ledger {m['ledger']}"
+        )
+    for o in r["orphans"][:20]:
+        click.echo(f"  orphan   {o}: transactions reference a record no file holds")
 
 
 @ledger.command()
@@ -418,6 +453,11 @@ def restore(db: str | None, file: str, rechain: bool, as_json: bool) -> None:
         if rechain:
             d = r["damage"]
             click.echo(f"the old chain first differs at position {d['first_changed_position']}")
+        if r.get("lifted_halt"):
+            click.echo(
+                f"the backup's halt ({r['lifted_halt']}) was about the store it came from: this "
+                "store's log verifies and its totals add up, so recording resumes here"
+            )
         if r.get("next"):
             click.echo(f"next: {r['next']}")
 
@@ -425,11 +465,24 @@ def restore(db: str | None, file: str, rechain: bool, as_json: bool) -> None:
 @ledger.command("import-sources")
 @db_option
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--book/--no-book",
+    default=True,
+    show_default=True,
+    help="Book the records' triggers (seed 003's cross-file table) as transactions; "
+    "--no-book imports the records only.",
+)
 @json_option
-def import_sources(db: str | None, directory: str, as_json: bool) -> None:
-    """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json."""
-    with open_ledger(db, create=True) as lg:
-        r = lg.import_sources(directory)
+def import_sources(db: str | None, directory: str, book: bool, as_json: bool) -> None:
+    """Import mistakes.json, systemPatterns.json, memory.json, activeContext.json, and book
+    what their records trigger (each version once; what the ledger already holds for a
+    record is not booked again). Every file is checked first: a refused one creates nothing."""
+    from plaudit.ledger.sources import read_source_files
+
+    config = _loaded_config()
+    files = read_source_files(config, directory)
+    with open_ledger(db, create=True, config=config) as lg:
+        r = lg.import_sources(files, book=book)
     if as_json:
         echo_json(r)
     else:
@@ -441,6 +494,13 @@ def import_sources(db: str | None, directory: str, as_json: bool) -> None:
             f"{r.appended} new or changed, {r.unchanged} unchanged, {r.removed} deleted from "
             "their file"
         )
+        if book and r.booking is None:
+            click.echo(f"booked {r.booked} transactions ({r.booked_points:+d}) for their triggers")
+        for nb in r.not_booked[:20]:
+            click.echo(f"  not booked {nb['source']} ({nb['points']:+d}): {nb['reason']}")
+    if book and r.booking is not None:
+        click.echo(f"error: nothing was booked: {r.booking}", err=True)
+        raise click.exceptions.Exit(5)
 
 
 @ledger.command("import-progress")
@@ -456,9 +516,14 @@ def import_progress_cmd(
     db: str | None, file: str, accept_inconsistent: bool, as_json: bool
 ) -> None:
     """Import a progress.json; an opening balance per category covers what its log does not.
-    Idempotent: re-importing a file, or this ledger's own export, changes nothing."""
-    with open_ledger(db, create=True) as lg:
-        r = lg.import_progress(file, accept_inconsistent=accept_inconsistent)
+    Idempotent: re-importing a file, or this ledger's own export, changes nothing. The file is
+    checked first: a refused one creates nothing."""
+    from plaudit.ledger.progress import read_progress
+
+    config = _loaded_config()
+    checked = read_progress(config, file, accept_inconsistent=accept_inconsistent)
+    with open_ledger(db, create=True, config=config) as lg:
+        r = lg.import_progress(checked)
     if as_json:
         echo_json(r)
         return
@@ -550,7 +615,12 @@ def apply_rules(db: str | None, as_json: bool) -> None:
     show_default=True,
     help="Seconds between checks.",
 )
-@click.option("--once", is_flag=True, help="Run what is due now, then exit.")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Run what is due now, then exit: 1 when a reconciliation found mismatches or a job "
+    "failed, 5 when the audit left recording halted.",
+)
 @json_option
 def watch(db: str | None, interval: float, once: bool, as_json: bool) -> None:
     """Run the ledger's scheduled work: hourly reconciliation, backups, the daily, weekly
@@ -563,6 +633,9 @@ def watch(db: str | None, interval: float, once: bool, as_json: bool) -> None:
             if done or once:
                 echo_json(done) if as_json else click.echo(_summary(done))
             if once:
+                code = _watch_exit(done)
+                if code:
+                    raise click.exceptions.Exit(code)
                 return
             time.sleep(interval)
 
@@ -571,6 +644,16 @@ def _summary(done: dict[str, Any]) -> str:
     if not done:
         return "nothing was due"
     return "; ".join(f"{k}: {v}" for k, v in done.items())
+
+
+def _watch_exit(done: dict[str, Any]) -> int:
+    """The exit status of one pass, as the commands it stands for would give it: `ledger
+    audit` exits 5 when recording stays halted, `ledger reconcile` 1 on a mismatch."""
+    if done.get("audit", {}).get("halted"):
+        return 5
+    if "error" in done or not done.get("reconcile", {}).get("ok", True):
+        return 1
+    return 0
 
 
 @ledger.group(cls=SuggestingGroup)

@@ -78,8 +78,9 @@ def import_(db: str | None, file: str, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
+        repeats = f" ({report.repeats} exact repeats of earlier lines)" if report.repeats else ""
         click.echo(
-            f"{file}: {report.imported} imported, {report.duplicates} duplicate, "
+            f"{file}: {report.imported} imported{repeats}, {report.duplicates} duplicate, "
             f"{report.quarantined} quarantined ({report.lines} lines, {report.seconds:.2f}s)"
         )
     if not report.ok:

@@ -139,19 +139,23 @@ def serve(
         log_level=log_level,
         access_log=access_log,
     )
-    if workers == 1:
-        _run_one(settings, index=0, sock=None)
-        return
     from plaudit.server.workers import listen, run_workers
 
-    # The store is made (or migrated) once, here, before any worker opens it; the supervisor
-    # holds no connection across the forks.
-    with Plaudit.open(path, durability=durability, create=True) as p:
-        if p.created:
-            announce_created(p)
+    # The address first: a port in use is one line (exit 7) before any store is opened or
+    # created, and before anything says it is serving.
     sock = listen(host, port)
-    click.echo(f"plaudit: {workers} workers on one port (pid {os.getpid()} supervises)", err=True)
     try:
+        if workers == 1:
+            _run_one(settings, index=0, sock=sock)
+            return
+        # The store is made (or migrated) once, here, before any worker opens it; the
+        # supervisor holds no connection across the forks.
+        with Plaudit.open(path, durability=durability, create=True) as p:
+            if p.created:
+                announce_created(p)
+        click.echo(
+            f"plaudit: {workers} workers on one port (pid {os.getpid()} supervises)", err=True
+        )
         status = run_workers(sock, workers, lambda i, s: _run_one(settings, index=i, sock=s))
     finally:
         sock.close()
@@ -215,8 +219,9 @@ def _run_one(o: _Settings, *, index: int, sock: Any) -> None:
                 handoff, note = serve_handoff(p, p.backend.url)
                 click.echo(f"plaudit: {note}", err=True)
             shown = f"[{o.host}]" if ":" in o.host else o.host
+            bound = sock.getsockname()[1] if sock is not None else o.port  # --port 0: the real one
             click.echo(
-                f"plaudit serving {p.backend.describe()} on http://{shown}:{o.port}/ "
+                f"plaudit serving {p.backend.describe()} on http://{shown}:{bound}/ "
                 f"(writes {'need the token' if o.token else 'are open'}"
                 f"{'; results go to OpenTelemetry' if o.otel else ''}; Ctrl-C stops)",
                 err=True,

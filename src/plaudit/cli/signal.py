@@ -232,20 +232,32 @@ def _gate_option(name: str, kind: type, help_text: str) -> Any:
     )
 
 
+_GATE_OPTIONS = (
+    _gate_option("min_decisions", int, "default 500, env ROUTER_SIGNAL_MIN_DECISIONS"),
+    _gate_option("min_joined", int, "default 400, env ROUTER_SIGNAL_MIN_JOINED"),
+    _gate_option("min_link_rate", float, "default 0.80, env ROUTER_SIGNAL_MIN_LINK_RATE"),
+    _gate_option("max_task_dominance", float, "default 0.55, env ROUTER_SIGNAL_MAX_TASK_DOMINANCE"),
+    _gate_option("min_overrides", int, "default 20, env ROUTER_SIGNAL_MIN_OVERRIDES"),
+    _gate_option("min_failureish", int, "minimum partial+failure+wasted rows (default 60)"),
+    _gate_option("max_split_leakage", float, "extra gate: max share of sessions split apart"),
+    _gate_option("min_rows_per_task", int, "extra gate: min rows for every chosen task"),
+    _gate_option("max_duplicate_rate", float, "extra gate: max share of duplicate decisions"),
+)
+
+
+def gate_options(f: Any) -> Any:
+    """The audit's gate thresholds as options (`signal audit`, `signal learn`)."""
+    for option in reversed(_GATE_OPTIONS):
+        f = option(f)
+    return f
+
+
 @signal.command(cls=AbbreviatingCommand, reference_options=AUDIT_OPTIONS)
 @db_option
 @click.option(
     "--summary", "summary_path", metavar="FILE", help="summary.json (default: the log's)."
 )
-@_gate_option("min_decisions", int, "default 500, env ROUTER_SIGNAL_MIN_DECISIONS")
-@_gate_option("min_joined", int, "default 400, env ROUTER_SIGNAL_MIN_JOINED")
-@_gate_option("min_link_rate", float, "default 0.80, env ROUTER_SIGNAL_MIN_LINK_RATE")
-@_gate_option("max_task_dominance", float, "default 0.55, env ROUTER_SIGNAL_MAX_TASK_DOMINANCE")
-@_gate_option("min_overrides", int, "default 20, env ROUTER_SIGNAL_MIN_OVERRIDES")
-@_gate_option("min_failureish", int, "minimum partial+failure+wasted rows (default 60)")
-@_gate_option("max_split_leakage", float, "extra gate: max share of sessions split apart")
-@_gate_option("min_rows_per_task", int, "extra gate: min rows for every chosen task")
-@_gate_option("max_duplicate_rate", float, "extra gate: max share of duplicate decisions")
+@gate_options
 @click.option("--report-out", metavar="FILE", help="audit report path (default: beside summary)")
 @click.option(
     "--max-age-hours", type=int, default=168, show_default=True, help="when auditing the log"
@@ -395,25 +407,7 @@ def _print_evaluation(result: dict[str, Any]) -> None:
     if result["note"]:
         click.echo(f"  {result['note']}", err=True)
     if result["logging"] is not None:
-
-        def ci(values: list[float] | None, signed: bool = False) -> str:
-            if values is None:
-                return ""
-            f = "{:+.4f}" if signed else "{:.4f}"
-            return f"[{f.format(values[0])}, {f.format(values[1])}]"
-
-        level = round(result["input"]["level"] * 100, 1)
-        click.echo(f"  mean reward per decision ({level:g}% intervals):")
-        logging = result["logging"]
-        click.echo(f"    logging  {logging['value']:.4f} {ci(logging['ci'])}")
-        for name, e in result["estimates"].items():
-            if e["value"] is None:
-                click.echo(f"    {name:<8} (undefined: the candidate never picks a logged task)")
-                continue
-            click.echo(
-                f"    {name:<8} {e['value']:.4f} {ci(e['ci'])}"
-                f"  vs logging {e['difference']:+.4f} {ci(e['difference_ci'], True)}"
-            )
+        _print_estimates(result["logging"], result["estimates"], result["input"]["level"])
         d = result["diagnostics"]
         click.echo(
             f"  effective sample size {result['effective_sample_size']:.1f} of {c['evaluated']};"
@@ -430,3 +424,30 @@ def _print_evaluation(result: dict[str, Any]) -> None:
             click.echo(
                 f"  fail {name}: actual={gate['actual']} threshold={gate['threshold']}", err=True
             )
+
+
+def _ci(values: list[float] | None, signed: bool = False) -> str:
+    if values is None:
+        return ""
+    f = "{:+.4f}" if signed else "{:.4f}"
+    return f"[{f.format(values[0])}, {f.format(values[1])}]"
+
+
+def _print_estimates(logging: dict[str, Any], estimates: dict[str, Any], level: float) -> None:
+    """The logging router's value and each estimate, with its paired difference."""
+    shown = round(level * 100, 1)
+    click.echo(f"  mean reward per decision ({shown:g}% intervals):")
+    width = max(8, *(len(name) for name in estimates))
+    click.echo(f"    {'logging':<{width}} {logging['value']:.4f} {_ci(logging['ci'])}")
+    for name, e in estimates.items():
+        if e is None or e["value"] is None:
+            click.echo(f"    {name:<{width}} (undefined: the candidate never picks a logged task)")
+            continue
+        click.echo(
+            f"    {name:<{width}} {e['value']:.4f} {_ci(e['ci'])}"
+            f"  vs logging {e['difference']:+.4f} {_ci(e['difference_ci'], True)}"
+        )
+
+
+# The loop's commands (learn, recommend, compare, simulate) join the group when it loads.
+from plaudit.cli import signal_loop as _loop  # noqa: E402, F401

@@ -22,10 +22,15 @@ from plaudit.ledger.backup import restore as _restore
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig, load_config
 from plaudit.ledger.models import Checksum, Transaction
-from plaudit.ledger.progress import build_progress, export_progress, import_progress
+from plaudit.ledger.progress import (
+    ProgressFile,
+    build_progress,
+    export_progress,
+    import_progress,
+)
 from plaudit.ledger.projection import read_state
 from plaudit.ledger.rules import build_rules
-from plaudit.ledger.sources import SourceImport
+from plaudit.ledger.sources import SourceFiles, SourceImport
 from plaudit.ledger.spec import MAX_NAME_LEN, parse_spec
 from plaudit.ledger.writing import LedgerWriter, Pending
 from plaudit.store.backend import Tx
@@ -33,6 +38,10 @@ from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
+
+#: Halts about the store a backup came from rather than the ledger it holds; a plain restore
+#: whose log verifies and whose totals add up lifts them.
+_STORE_HALTS = ("log", "log_extra", "checksum")
 
 
 class Ledger:
@@ -153,7 +162,8 @@ class Ledger:
     def transactions(
         self, limit: int = 10, *, category: str | None = None, session: str | None = None
     ) -> list[Transaction]:
-        """Newest first."""
+        """Newest first by date, ties by log position: a transaction recovered or imported
+        today for a record of last week is listed with last week's."""
         if type(limit) is not int or limit < 0:
             raise ValidationError("limit", "must be a non-negative integer")
         if category is not None:
@@ -226,29 +236,59 @@ class Ledger:
         check = integrity.verify(self.p, full=True, locate_on_failure=False)
         result["checksum_valid"] = check["checksum_validation"]["is_valid"]
         result["log_ok"] = check["log"]["ok"]
-        self._append_simple(
-            et.INCIDENT,
-            {
-                "kind": "corruption",
-                "action": "restore --rechain" if rechain else "restore",
-                "file": Path(path).name,
-                "events": result["events"],
-                "head": result["head"],
-                **({"damage": result["damage"]} if rechain else {}),
-            },
-        )
+        with self.p.backend.read() as tx:
+            state = read_state(tx)
+        # A halt about the old store's log (rows edited or added behind plaudit's back) or its
+        # stored totals does not hold for this store once its own log verifies and its totals
+        # add up: the backup stopped at the last position plaudit wrote. A rechained log keeps
+        # its halt: what was forged in it is still to be corrected by the audit.
+        lifted = None
+        if (
+            not rechain
+            and state is not None
+            and state["halted"]
+            and state.get("halt_kind") in _STORE_HALTS
+            and check["ok"]
+        ):
+            lifted = state.get("halt_kind")
+        events = [
+            make_event(
+                et.INCIDENT,
+                {
+                    "kind": "corruption",
+                    "action": "restore --rechain" if rechain else "restore",
+                    "file": Path(path).name,
+                    "events": result["events"],
+                    "head": result["head"],
+                    **({"damage": result["damage"]} if rechain else {}),
+                    **({"lifted_halt": lifted} if lifted else {}),
+                },
+                source="plaudit.ledger",
+            )
+        ]
+        if lifted:
+            events.append(make_event(et.RESUME, {"after": "restore"}, source="plaudit.ledger"))
+        self.p.log.append_batch(events)
         with self.p.backend.read() as tx:
             state = read_state(tx)
         result["halted"] = bool(state and state["halted"])
+        result["lifted_halt"] = lifted
         if result["halted"]:
             result["next"] = "run `plaudit ledger audit` in this store to correct and resume"
         return result
 
     # -- sources and reconciliation -------------------------------------------------------
-    def import_sources(self, directory: str | os.PathLike[str]) -> SourceImport:
+    def import_sources(
+        self, directory: str | os.PathLike[str] | SourceFiles, *, book: bool = True
+    ) -> SourceImport:
         """New and changed records become events; records a re-read file no longer holds are
-        marked deleted."""
-        return _reconcile.import_sources(self.p, self.config, directory)
+        marked deleted; the triggers of seed 003's cross-file table are booked (`book=False`:
+        the records only). `directory` may be `read_source_files(...)`'s answer, read before a
+        store was opened."""
+        out = _reconcile.import_sources(self.p, self.config, self.writer, directory, book=book)
+        if out.booked:
+            self.after_write()
+        return out
 
     def reconcile(self, *, sources_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Ledger sums per source record against what each record declares (or its trigger
@@ -303,7 +343,7 @@ class Ledger:
         return build_progress(self.p, self.config)
 
     def import_progress(
-        self, path: str | os.PathLike[str], *, accept_inconsistent: bool = False
+        self, path: str | os.PathLike[str] | ProgressFile, *, accept_inconsistent: bool = False
     ) -> dict[str, Any]:
         """Idempotent: re-importing a file, or this ledger's own export, changes nothing. An
         inconsistent file is refused (naming the JSON path of its first inconsistency) unless

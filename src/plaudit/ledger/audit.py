@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from plaudit.errors import ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
+from plaudit.ledger import amendments
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig
@@ -163,6 +164,19 @@ def recover(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
     }
 
 
+def _amendment(audit_id: str, a: amendments.Amendment) -> Pending:
+    """An audit_correction folded into the forged transaction it names (see `amendments`)."""
+    r = a.row
+    where = f"{r.category}" + (f", session {r.session}" if r.session else "")
+    spec = system_spec(
+        "audit_correction",
+        a.amount,
+        f"audit {audit_id}: amends {r.id} ({where}): acknowledged {a.acknowledged:+d}, "
+        f"the log holds {r.points + r.amended:+d}",
+    )
+    return Pending(spec, kind="audit", verified=True, extra={"amends": a.payload()})
+
+
 def _copy_sources(cfg: LedgerConfig, sources_dir: Path, target: Path) -> list[str]:
     """Step 2 exports the memory bank too: its files as they were when audited."""
     target.mkdir(parents=True, exist_ok=True)
@@ -255,22 +269,34 @@ def audit(
         "log_reason": report["log"]["reason"],
         **discrepancy,
     }
-    # 5. correct: replay into the projection, then an audit transaction for the difference.
+    # 5. correct: replay into the projection; an amendment for each forged transaction whose
+    # acknowledged points the running totals tell; an audit transaction for what remains.
     steps["recover"] = replay_projection(p, report["log"]["first_bad"])
-    correction = witness - sums["total"]
+    with p.backend.read() as tx:
+        forged = amendments.find(
+            amendments.rows(tx), amendments.evidence_for(tx, bool(report["log"]["ok"]))
+        )
+    steps["identify"]["forged"] = [{**a.payload(), "amount": a.amount} for a in forged[:100]]
+    correction = witness - sums["total"] - sum(a.amount for a in forged)
     summary = {"audit": audit_id, **{k: steps[k] for k in ("recalculate", "identify")}}
 
     def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+        pendings = [_amendment(audit_id, a) for a in forged]
         spec = system_spec(
             "audit_correction",
             correction,
             f"audit {audit_id}: "
             + (
-                f"restores the acknowledged balance {witness} (log sum {sums['total']})"
+                f"restores the acknowledged balance {witness} (log sum {sums['total']}"
+                + (f", amended {len(forged)} forged transactions" if forged else "")
+                + ")"
                 if correction
+                else f"amended {len(forged)} forged transactions to what was acknowledged"
+                if forged
                 else "ledger recalculated from the log; no correction needed"
             ),
         )
+        pendings.append(Pending(spec, kind="audit", verified=True))
         extras = [
             make_event(
                 et.INCIDENT,
@@ -279,10 +305,15 @@ def audit(
             ),
             make_event(et.RESUME, {"audit": audit_id}, source="plaudit.ledger"),
         ]
-        return [Pending(spec, kind="audit", verified=True)], extras
+        return pendings, extras
 
     txs = writer.commit(build, check=False, force=True, force_checkpoint=True)
-    steps["correct"] = {"correction": correction, "transaction": txs[0].to_dict()}
+    steps["correct"] = {
+        "correction": correction,
+        "amended": len(forged),
+        "transaction": txs[-1].to_dict(),
+        "amendments": [t.to_dict() for t in txs[:-1][:100]],
+    }
     # The source files: reconciled (and re-read when a memory-bank folder is known).
     rec = reconcile(p, cfg, writer, sources_dir=sources_dir)
     steps["identify"]["sources"] = {

@@ -202,9 +202,15 @@ def _event(ln: BackupLine) -> Event:
 
 
 def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
+    from plaudit.ledger.amendments import LineChecker
+    from plaudit.store.chain import GENESIS
+
     header, lines = _read_lines(file, strict=False)
     where = str(file)
     damage: dict[str, Any] = {"header_head": header.head, "header_length": header.length}
+    # Which rows were edited, moved, or follow deleted ones, at their positions here: what the
+    # audit needs to attribute a forged transaction to its own category (`amendments`).
+    checker = LineChecker([ln.hash for ln in lines], [ln.seq for ln in lines], GENESIS)
     with p.log.writer() as w:
         head_seq, _ = w.head()
         if head_seq:
@@ -217,7 +223,10 @@ def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
         first_changed = None
         for i in range(0, len(lines), _CHUNK):
             chunk = lines[i : i + _CHUNK]
-            w.append_batch([_event(ln) for ln in chunk])
+            prepared = p.log.prepare_all([_event(ln) for ln in chunk])
+            for j, pr in enumerate(prepared):
+                checker.check(i + j, pr.body())
+            w.append_prepared(prepared)
             if first_changed is None:
                 for (seq, h), ln in zip(w.hashes(i + 1, i + len(chunk)), chunk, strict=True):
                     if seq != ln.seq or h.hex() != ln.hash:
@@ -227,6 +236,7 @@ def _rechain(p: Plaudit, file: Path) -> dict[str, Any]:
             first_changed = len(lines) + 1
         end_seq, end_hash = w.head()
     damage["first_changed_position"] = first_changed
+    damage.update(checker.damage())
     return {
         "file": where,
         "events": len(lines),

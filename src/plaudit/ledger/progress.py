@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import json
 import os
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -31,10 +32,10 @@ from plaudit.files import atomic_write
 from plaudit.ids import now_ms
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.config import SYSTEM_CATEGORIES, LedgerConfig
+from plaudit.ledger.jsonfile import load_json_file
 from plaudit.ledger.models import iso
 from plaudit.ledger.queries import breakdown, metrics, score, state_or_zero, transactions
-from plaudit.ledger.sources import load_json_file
-from plaudit.ledger.spec import MAX_ACTION_LEN
+from plaudit.ledger.spec import MAX_ACTION_LEN, MAX_POINTS
 from plaudit.ledger.writing import LedgerWriter, Pending, system_spec
 from plaudit.store.backend import Tx
 from plaudit.store.view import LogView
@@ -44,6 +45,10 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "1.0.0"
 MAX_EXPORT = 1000
+#: The largest score (a total, a category's sum, a count) an imported file may hold: 10^5
+#: transactions of the largest size; anything beyond is a mistake in the file, not history
+#: (and the sums of such numbers must stay within the log's ±2^53).
+MAX_TOTAL = 10**14
 
 
 @cache
@@ -83,7 +88,7 @@ def build_progress(p: Plaudit, cfg: LedgerConfig) -> dict[str, Any]:
         s = score(tx, cfg, outcome)
         b = breakdown(tx)
         m = metrics(tx, state_or_zero(tx), cfg)
-        txs = transactions(tx, limit=MAX_EXPORT)
+        txs = transactions(tx, limit=MAX_EXPORT, by="position")
         origins = _imported(tx, [t.seq for t in txs])
     kinds = {k.name: k.file for k in cfg.sources.values()}
     log = []
@@ -344,18 +349,50 @@ def _opening_digest(doc: dict[str, Any]) -> str:
     return hashlib.sha256(encode_json(led).encode()).hexdigest()[:16]
 
 
-def import_progress(
-    p: Plaudit,
-    cfg: LedgerConfig,
-    writer: LedgerWriter,
-    path: str | os.PathLike[str],
-    *,
-    accept_inconsistent: bool = False,
-) -> dict[str, Any]:
-    """Bring a progress.json's history in (see the module docstring)."""
+@dataclass
+class ProgressFile:
+    """A progress.json read and checked, with nothing written yet (`read_progress`)."""
+
+    where: str
+    name: str
+    led: dict[str, Any]
+    parsed: list[Pending]
+    total: int
+    digest: str
+    first_ts: int | None
+    duplicates: int
+    inconsistency: Inconsistent | None
+
+
+def _in_range(doc: dict[str, Any], where: str) -> None:
+    """Every score in the file within what the ledger keeps: a transaction's points within
+    ±MAX_POINTS, every other number within ±MAX_TOTAL."""
+    stack: list[tuple[Any, str]] = [(doc[LEDGER], LEDGER)]
+    for i, e in enumerate(doc.get("transaction_log") or []):
+        stack.append((e, f"transaction_log[{i}]"))
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}") for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(value))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            limit = MAX_POINTS if path.endswith("].points") else MAX_TOTAL
+            if abs(value) > limit:
+                raise ValidationError(
+                    path, f"{value} is out of range (at most ±{limit})", where=where
+                )
+
+
+def read_progress(
+    cfg: LedgerConfig, path: str | os.PathLike[str], *, accept_inconsistent: bool = False
+) -> ProgressFile:
+    """Read, validate and check a progress.json, writing nothing: every refusal happens here,
+    before a store is even opened."""
     where = str(path)
     doc = load_json_file(Path(path))
     validate_document(doc, where)
+    _in_range(doc, where)
     led = doc[LEDGER]
     # An entry written twice, verbatim, counts once.
     entries: list[dict[str, Any]] = []
@@ -452,6 +489,27 @@ def import_progress(
         if parsed
         else _ts(doc.get("last_updated") or iso(now_ms()), where, "last_updated")
     )
+    return ProgressFile(
+        where, name, led, parsed, total, digest, first_ts, duplicates, inconsistency
+    )
+
+
+def import_progress(
+    p: Plaudit,
+    cfg: LedgerConfig,
+    writer: LedgerWriter,
+    source: str | os.PathLike[str] | ProgressFile,
+    *,
+    accept_inconsistent: bool = False,
+) -> dict[str, Any]:
+    """Bring a progress.json's history in (see the module docstring)."""
+    f = (
+        source
+        if isinstance(source, ProgressFile)
+        else read_progress(cfg, source, accept_inconsistent=accept_inconsistent)
+    )
+    where, name, led, parsed, total = f.where, f.name, f.led, f.parsed, f.total
+    digest, first_ts, inconsistency = f.digest, f.first_ts, f.inconsistency
     info: dict[str, Any] = {}
 
     def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
@@ -495,7 +553,7 @@ def import_progress(
         "file": where,
         "imported": sum(t.kind != "opening" for t in appended),
         "already_present": sum(t.status == "present" for t in txs),
-        "duplicates_in_file": duplicates,
+        "duplicates_in_file": f.duplicates,
         "opening_balance": [
             {"id": t.id, "category": t.category, "points": t.points, "status": t.status}
             for t in txs

@@ -1,7 +1,14 @@
 """The `ledger` projection: balances, per-category and per-session sums, sources, checkpoints and
 the halt flag, folded from ledger events inside the append transaction.
 
-`apply` reads only the events and its own tables, so `plaudit rebuild` reproduces it exactly.
+`apply` reads only the events, its own tables and the log's id index, so `plaudit rebuild`
+reproduces it exactly.
+
+An audit's *amendment* (an `audit_correction` whose payload names the transaction it
+`amends`) is folded into that transaction's figures: its category, session, source record,
+reward/penalty split and success count follow the amended points, as if the transaction had
+been recorded with them; the amendment itself is a row of `ledger_tx` (category
+`audit_correction`, `amends` set) that counts in the total only.
 """
 
 from __future__ import annotations
@@ -40,9 +47,13 @@ _DDL = (
         action TEXT NOT NULL,
         session TEXT,
         kind TEXT NOT NULL,
-        imported TEXT
+        imported TEXT,
+        amended {bigint} NOT NULL DEFAULT 0,
+        amends TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, seq)",
+    # `transactions()` lists newest first by date (ties by position), whole or by category.
+    "CREATE INDEX IF NOT EXISTS ledger_tx_time ON ledger_tx (ts_ms, seq)",
+    "CREATE INDEX IF NOT EXISTS ledger_tx_category ON ledger_tx (category, ts_ms, seq)",
     "CREATE INDEX IF NOT EXISTS ledger_tx_session ON ledger_tx (session, seq)",
     """CREATE TABLE IF NOT EXISTS ledger_state (
         one INTEGER PRIMARY KEY CHECK (one = 1),
@@ -186,9 +197,30 @@ def _int(value: Any) -> int:
     return int(value) if type(value) is int else 0
 
 
+def _pos(points: int) -> int:
+    return points if points > 0 else 0
+
+
+def _amended_row(tx: Tx, amends: Any) -> tuple[Any, ...] | None:
+    """The transaction an amendment names, as the projection holds it (None: not found)."""
+    from plaudit.store.view import LogView
+
+    target = amends.get("id") if isinstance(amends, dict) else None
+    if not isinstance(target, str):
+        return None
+    seq = LogView(tx).positions([target]).get(target)
+    if seq is None:
+        return None
+    return tx.fetchone(
+        "SELECT seq, category, type, points, amended, session, source_kind, source_id, kind"
+        " FROM ledger_tx WHERE seq = ? AND id = ?",
+        (seq, target),
+    )
+
+
 class LedgerProjection:
     name = "ledger"
-    version = 3
+    version = 4
     prefixes = (et.PREFIX,)
     tables = TABLES
 
@@ -237,6 +269,10 @@ class LedgerProjection:
                 has_src = isinstance(src, dict)
                 skind = str(src.get("kind")) if has_src else None
                 sid = str(src.get("id")) if has_src else None
+                target = None
+                if kind == "audit" and "amends" in p:
+                    acc.flush(tx)  # the amended row and its sums, in the tables
+                    target = _amended_row(tx, p["amends"])
                 tx_rows.append(
                     (
                         ev.seq,
@@ -253,8 +289,21 @@ class LedgerProjection:
                         session,
                         str(kind),
                         encode_json(p["imported"]) if isinstance(p.get("imported"), dict) else None,
+                        None if target is None else p["amends"]["id"],
                     )
                 )
+                if target is not None:  # folded into the amended transaction's figures
+                    d_pos, d_neg, d_ok, d_failed = acc.fold_amendment(tx, target, points)
+                    total += points
+                    rewards += d_pos
+                    penalties += d_neg
+                    count += 1
+                    last_running = running
+                    successes += d_ok
+                    failures += d_failed
+                    if target[6] is None:  # the amended transaction had no source record
+                        uns_points += points
+                    continue
                 total += points
                 pos = points if points > 0 else 0
                 neg = points - pos
@@ -417,12 +466,38 @@ class _Pending:
         self.sessions: dict[str, list[int]] = {}
         self.src_sums: dict[tuple[Any, Any], list[int]] = {}
 
+    def fold_amendment(
+        self, tx: Tx, target: tuple[Any, ...], points: int
+    ) -> tuple[int, int, int, int]:
+        """Move an amended transaction's category, session and source sums to its new points;
+        returns the changes to rewards, penalties, successes and failures."""
+        seq, cat, ttype, t_points, amended, session, skind, sid, kind = target
+        before = int(t_points) + int(amended)
+        after = before + points
+        d_pos = _pos(after) - _pos(before)
+        d_neg = points - d_pos
+        tx.execute("UPDATE ledger_tx SET amended = amended + ? WHERE seq = ?", (points, seq))
+        c = self.cats.setdefault(cat, [ttype, 0, 0, 0])
+        c[1] += d_pos
+        c[2] += d_neg
+        if session is not None:
+            ss = self.sessions.setdefault(session, [0, 0, 0])
+            ss[0] += d_pos
+            ss[1] += d_neg
+        if skind is not None:
+            sums = self.src_sums.setdefault((skind, sid), [0, 0, 0, 0])
+            sums[0] += d_pos
+            sums[1] += d_neg
+        if kind not in et.ACTION_KINDS:
+            return d_pos, d_neg, 0, 0
+        return d_pos, d_neg, (after > 0) - (before > 0), (after < 0) - (before < 0)
+
     def flush(self, tx: Tx) -> None:
         if self.tx_rows:
             tx.executemany(
                 "INSERT INTO ledger_tx (seq, id, ts_ms, category, type, points, running_total,"
-                " verified, source_kind, source_id, action, session, kind, imported)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " verified, source_kind, source_id, action, session, kind, imported, amends)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 self.tx_rows,
             )
             self.tx_rows.clear()

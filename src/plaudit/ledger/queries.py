@@ -194,7 +194,8 @@ def breakdown(tx: Tx) -> dict[str, Any]:
         session_by = {
             c: int(p)
             for c, p in tx.fetchall(
-                "SELECT category, SUM(points) FROM ledger_tx WHERE session = ? GROUP BY category",
+                "SELECT category, SUM(points + amended) FROM ledger_tx WHERE session = ?"
+                " GROUP BY category",
                 (sess["session_id"],),
             )
         }
@@ -238,8 +239,12 @@ def transactions(
     category: str | None = None,
     session: str | None = None,
     before_seq: int | None = None,
+    by: str = "time",
 ) -> list[Transaction]:
-    """Newest first (the seed's example returned the oldest by mistake)."""
+    """Newest first (the seed's example returned the oldest by mistake): by date, ties by log
+    position (`by="time"`, what a listing shows: recovered and imported transactions carry their
+    record's older date), or by log position alone (`by="position"`, the chain order the
+    progress.json export writes)."""
     where: list[str] = []
     params: list[Any] = []
     if category is not None:
@@ -253,8 +258,9 @@ def transactions(
         params.append(before_seq)
     cond = f"WHERE {' AND '.join(where)}" if where else ""
     limit = max(0, min(int(limit), MAX_LIMIT))
+    order = "ts_ms DESC, seq DESC" if by == "time" else "seq DESC"
     rows = tx.fetchall(
-        f"SELECT {TX_COLUMNS} FROM ledger_tx {cond} ORDER BY seq DESC LIMIT ?", [*params, limit]
+        f"SELECT {TX_COLUMNS} FROM ledger_tx {cond} ORDER BY {order} LIMIT ?", [*params, limit]
     )
     return [tx_from_row(r) for r in rows]
 

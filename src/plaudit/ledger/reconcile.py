@@ -9,20 +9,22 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from plaudit.events import encode_json, make_event
-from plaudit.ids import now_ms
 from plaudit.ledger import eventtypes as et
+from plaudit.ledger import triggers
+from plaudit.ledger.checksum import quick_checksum
 from plaudit.ledger.config import LedgerConfig
 from plaudit.ledger.halts import way_forward
+from plaudit.ledger.projection import read_state
 from plaudit.ledger.sources import (
+    SourceFiles,
     SourceImport,
     lookup,
-    read_sources,
+    read_source_files,
     reconcile_rows,
+    record_date,
     recovery_category,
     removal_events,
     source_event,
@@ -33,49 +35,104 @@ from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
+    from plaudit.store.log import Writer
 
 _LISTED = 100  # mismatches kept in an event payload
 
 
 def import_sources(
-    p: Plaudit, cfg: LedgerConfig, directory: str | os.PathLike[str]
+    p: Plaudit,
+    cfg: LedgerConfig,
+    writer: LedgerWriter,
+    source: str | os.PathLike[str] | SourceFiles,
+    *,
+    book: bool = True,
 ) -> SourceImport:
-    """Read the memory-bank files, then append new and changed records and the removal of
-    records a re-read file no longer holds, in one batch."""
-    d = Path(directory)
-    ts = now_ms()
-    events, files, held = read_sources(cfg, d, ts)
-    missing = sorted({k.file for k in cfg.sources.values()} - set(files))
-    removed = 0
-    with p.log.writer() as w:
-        head_seq, _ = w.head()
-        p.log.projections.ensure_named(w.tx, "ledger", head_seq)
-        gone = removal_events(w.tx, held, ts)
-        # A record that comes back after its deletion is a new version (a fresh id).
-        deleted = {
-            (k, key): int(seq)
-            for k, key, seq in w.tx.fetchall(
-                "SELECT kind, key, seq FROM ledger_sources WHERE deleted = 1"
-            )
-        }
-        batch = []
-        for ev in events:
-            back = deleted.get((ev.payload["kind"], ev.payload["key"]))
-            if back is not None:
-                pl = ev.payload
-                ev = source_event(pl["kind"], pl["key"], pl["file"], pl["record"], ts, back)
-            batch.append(ev)
-        result = w.append_batch([*batch, *gone]) if batch or gone else None
-        removed = len(gone)
-    appended = 0 if result is None else result.appended - removed
+    """Append new and changed records and the removal of records a re-read file no longer
+    holds, and book their triggers (`triggers`), in one atomic write.
+
+    The records are imported even when nothing may be booked (a damaged log, wrong stored
+    totals, recording halted for another reason than reconciliation): reconciliation and the
+    audit re-read the memory bank then too; `booking` says why nothing was booked."""
+    files = source if isinstance(source, SourceFiles) else read_source_files(cfg, source)
+    why = _cannot_book(p) if book else "not asked (book=False)"
+    out: dict[str, Any] = {}
+
+    def add_sources(w: Writer) -> None:
+        out["result"], out["events"] = _append_sources(p, w, files)
+
+    if why is None:
+
+        def build(tx: Tx, state: dict[str, Any]) -> tuple[list[Pending], list[Any]]:
+            planned = triggers.plan(tx, cfg, out["events"], files.ts_ms)
+            out["not_booked"] = planned.not_booked
+            return planned.pendings, []
+
+        txs = writer.commit(build, force=True, before=add_sources)
+    else:
+        txs = []
+        with p.log.writer() as w:
+            add_sources(w)
+    result, removed = out["result"]
+    booked = [t for t in txs if t.status == "appended"]
     return SourceImport(
-        directory=str(d),
-        files=files,
-        missing=missing,
-        appended=appended,
+        directory=str(files.directory),
+        files=files.files,
+        missing=files.missing,
+        appended=0 if result is None else result.appended - removed,
         unchanged=0 if result is None else result.present,
         removed=removed,
+        booked=len(booked),
+        booked_points=sum(t.points for t in booked),
+        not_booked=out.get("not_booked", []),
+        booking=why,
     )
+
+
+def _cannot_book(p: Plaudit) -> str | None:
+    """Why the triggers may not be booked now (None: they may)."""
+    from plaudit.ledger.halts import log_kind, way_forward
+    from plaudit.ledger.integrity import log_verified
+
+    outcome = log_verified(p)
+    if not outcome.ok:
+        return (
+            f"the log fails verification at position {outcome.first_bad}; "
+            f"{way_forward(log_kind(outcome))}"
+        )
+    with p.backend.read() as tx:
+        state = read_state(tx)
+        chk = quick_checksum(tx, state)
+    if not chk.is_valid:
+        return f"checksum mismatch: {chk.reason}; {way_forward('checksum')}"
+    if state is not None and state["halted"] and state.get("halt_kind") != "reconcile":
+        kind = state.get("halt_kind")
+        return f"recording is halted: {state.get('halt_reason')}; {way_forward(kind)}"
+    return None
+
+
+def _append_sources(p: Plaudit, w: Writer, files: SourceFiles) -> tuple[Any, list[Any]]:
+    """The records' events (a record back after its deletion is a new version, with a fresh
+    id) and the removals; returns the append's result with the removals' count, and the
+    records' events as appended."""
+    head_seq, _ = w.head()
+    p.log.projections.ensure_named(w.tx, "ledger", head_seq)
+    gone = removal_events(w.tx, files.held, files.ts_ms)
+    deleted = {
+        (k, key): int(seq)
+        for k, key, seq in w.tx.fetchall(
+            "SELECT kind, key, seq FROM ledger_sources WHERE deleted = 1"
+        )
+    }
+    batch = []
+    for ev in files.events:
+        back = deleted.get((ev.payload["kind"], ev.payload["key"]))
+        if back is not None:
+            pl = ev.payload
+            ev = source_event(pl["kind"], pl["key"], pl["file"], pl["record"], files.ts_ms, back)
+        batch.append(ev)
+    result = w.append_batch([*batch, *gone]) if batch or gone else None
+    return (result, len(gone)), batch
 
 
 def _digest(mismatches: list[dict[str, Any]], orphans: list[str]) -> str:
@@ -96,7 +153,7 @@ def reconcile(
         sources_dir = cfg.schedule.sources_dir
     imported = None
     if sources_dir is not None:
-        imported = import_sources(p, cfg, sources_dir)
+        imported = import_sources(p, cfg, writer, sources_dir)
     mode = cfg.schedule.on_mismatch
     out: dict[str, Any] = {}
 
@@ -157,20 +214,6 @@ def reconcile(
     return out
 
 
-def _when(record: dict[str, Any], field: str | None) -> int | None:
-    """A record's own date (e.g. a mistake's `occurred_at`) in ms, when it has a valid one."""
-    value = record.get(field) if field else None
-    if not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        return None
-    return int(dt.timestamp() * 1000)
-
-
 def _book(
     cfg: LedgerConfig,
     writer: LedgerWriter,
@@ -217,7 +260,7 @@ def recover_missing(p: Plaudit, cfg: LedgerConfig, writer: LedgerWriter) -> dict
             f"recovery: {m['kind']}:{m['key']} declares {m['declared']}, "
             f"the ledger held {m['ledger']}",
             source=(m["kind"], m["key"]),
-            ts_ms=_when(record, sk.date_field if sk is not None else None),
+            ts_ms=record_date(record, sk.date_field if sk is not None else None),
         )
         spec = type(spec)(**{**spec.__dict__, "type": cfg.categories[cat].type})
         return Pending(

@@ -38,16 +38,19 @@ def _ms(dt: datetime) -> int:
 def build_report(tx: Tx, period: str, day: date) -> dict[str, Any]:
     start, end = period_bounds(period, day)
     lo, hi = _ms(start), _ms(end)
+    # A transaction counts with its amended points (an audit's amendment folds into it, as
+    # the projection's totals do); the amendment rows themselves are not counted again.
+    eff = "(points + amended)"
+    rows = "FROM ledger_tx WHERE ts_ms >= ? AND ts_ms < ? AND amends IS NULL"
+    actions_sql = "kind IN ('record','rule','recovery','import')"
     agg = tx.fetchone(
-        "SELECT COUNT(*), COALESCE(SUM(points), 0),"
-        " COALESCE(SUM(CASE WHEN points > 0 THEN points ELSE 0 END), 0),"
-        " COALESCE(SUM(CASE WHEN points < 0 THEN points ELSE 0 END), 0),"
+        f"SELECT COUNT(*), COALESCE(SUM({eff}), 0),"
+        f" COALESCE(SUM(CASE WHEN {eff} > 0 THEN {eff} ELSE 0 END), 0),"
+        f" COALESCE(SUM(CASE WHEN {eff} < 0 THEN {eff} ELSE 0 END), 0),"
         " COALESCE(SUM(CASE WHEN verified = 0 THEN 1 ELSE 0 END), 0),"
-        " COALESCE(SUM(CASE WHEN kind IN ('record','rule','recovery','import') THEN 1 ELSE 0 END),"
-        " 0),"
-        " COALESCE(SUM(CASE WHEN kind IN ('record','rule','recovery','import') AND points > 0"
-        " THEN 1 ELSE 0 END), 0)"
-        " FROM ledger_tx WHERE ts_ms >= ? AND ts_ms < ?",
+        f" COALESCE(SUM(CASE WHEN {actions_sql} THEN 1 ELSE 0 END), 0),"
+        f" COALESCE(SUM(CASE WHEN {actions_sql} AND {eff} > 0 THEN 1 ELSE 0 END), 0)"
+        f" {rows}",
         (lo, hi),
     )
     assert agg is not None
@@ -55,9 +58,8 @@ def build_report(tx: Tx, period: str, day: date) -> dict[str, Any]:
     cats = [
         {"category": c, "type": t, "points": int(p), "count": int(k)}
         for c, t, p, k in tx.fetchall(
-            "SELECT category, type, SUM(points), COUNT(*) FROM ledger_tx"
-            " WHERE ts_ms >= ? AND ts_ms < ? GROUP BY category, type ORDER BY SUM(points) DESC,"
-            " category",
+            f"SELECT category, type, SUM({eff}), COUNT(*) {rows}"
+            f" GROUP BY category, type ORDER BY SUM({eff}) DESC, category",
             (lo, hi),
         )
     ]

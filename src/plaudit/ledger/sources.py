@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +18,10 @@ from plaudit.errors import NotFoundError, ValidationError
 from plaudit.events import Event, encode_json, make_event
 from plaudit.ledger import eventtypes as et
 from plaudit.ledger.config import Category, LedgerConfig, SourceKind
+from plaudit.ledger.jsonfile import load_json_file
+from plaudit.ledger.spec import MAX_POINTS
 from plaudit.store.backend import Tx
 
-MAX_SOURCE_FILE_BYTES = 64 << 20
 _KEY_FIELDS = ("id", "name", "pattern_id", "error_id", "key")
 
 
@@ -29,34 +32,54 @@ class SourceImport(msgspec.Struct):
     appended: int
     unchanged: int
     removed: int = 0
+    #: Transactions booked for the records' triggers, and their points.
+    booked: int = 0
+    booked_points: int = 0
+    #: Records whose trigger could not be booked, each with why (reconcile shows them missing).
+    not_booked: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    #: Why nothing was booked at all (recording halted, `book=False`), else None.
+    booking: str | None = None
 
 
-def load_json_file(path: Path) -> Any:
-    """Parse a JSON file, naming the file, line and column of any error."""
+@dataclass(frozen=True)
+class SourceFiles:
+    """A memory-bank folder read and checked, with nothing written yet (`read_source_files`):
+    the source events it yields and, per kind whose file was found, the keys it holds."""
+
+    directory: Path
+    events: list[Event]
+    files: dict[str, int]
+    held: dict[str, dict[str, set[str]]]
+    missing: list[str]
+    ts_ms: int
+
+
+def read_source_files(cfg: LedgerConfig, directory: str | os.PathLike[str]) -> SourceFiles:
+    """Every file parsed and every record checked before anything is written, so a refused
+    file changes nothing, and creates nothing."""
+    from plaudit.ids import now_ms
+
+    d = Path(directory)
+    ts = now_ms()
+    events, files, held = read_sources(cfg, d, ts)
+    missing = sorted({k.file for k in cfg.sources.values()} - set(files))
+    return SourceFiles(d, events, files, held, missing, ts)
+
+
+def record_date(record: Mapping[str, Any], field: str | None) -> int | None:
+    """A record's own date (e.g. a mistake's `occurred_at`) in ms, when it has a valid one."""
+    from datetime import datetime
+
+    value = record.get(field) if field else None
+    if not isinstance(value, str):
+        return None
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ValidationError(
-            "file", f"cannot read: {exc.strerror or exc}", where=str(path)
-        ) from None
-    if size > MAX_SOURCE_FILE_BYTES:
-        raise ValidationError(
-            "file", f"{size} bytes exceeds the {MAX_SOURCE_FILE_BYTES}-byte limit", where=str(path)
-        )
-    try:
-        text = path.read_text("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError("file", f"is not UTF-8: {exc.reason}", where=str(path)) from None
-    except OSError as exc:
-        raise ValidationError(
-            "file", f"cannot read: {exc.strerror or exc}", where=str(path)
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(
-            "json", f"malformed at line {exc.lineno} column {exc.colno}: {exc.msg}", where=str(path)
-        ) from None
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None
+    return int(dt.timestamp() * 1000)
 
 
 def _dig(doc: Any, dotted: str) -> Any:
@@ -101,6 +124,13 @@ def records_of(kind: SourceKind, doc: Any, where: str) -> list[tuple[str, dict[s
                 f"{path}.id", f"{key!r} repeats {kind.list}[{seen[key]}]", where=where
             )
         seen[key] = i
+        declared = rec.get(kind.declared) if kind.declared else None
+        if type(declared) is int and abs(declared) > MAX_POINTS:
+            raise ValidationError(
+                f"{path}.{kind.declared}",
+                f"{declared} is out of range (a record declares at most ±{MAX_POINTS} points)",
+                where=where,
+            )
         out.append((key, rec))
     return out
 

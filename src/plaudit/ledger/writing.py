@@ -116,12 +116,15 @@ class LedgerWriter:
         check: bool = True,
         force: bool = False,
         force_checkpoint: bool = False,
+        before: Callable[[Writer], None] | None = None,
     ) -> list[Transaction]:
         """Run `build` under the write lock and append what it returns, atomically.
 
         With `check`, nothing is written unless the log verifies (`log_verified`) and the
         stored totals pass the quick checksum; a failure records a halt (in a transaction of
-        its own, after this one is rolled back) and raises with the way forward."""
+        its own, after this one is rolled back) and raises with the way forward. `before`
+        appends what the transactions refer to (source records), after the checks and in the
+        same database transaction."""
         halt: tuple[str, str, str, dict[str, Any]] | None = None
         out: list[Transaction] = []
         with self.p.log.writer() as w:
@@ -160,7 +163,9 @@ class LedgerWriter:
                             {"checksum": to_builtins(chk)},
                         )
             if halt is None:
-                state = state or read_state(tx)
+                if before is not None:
+                    before(w)
+                state = read_state(tx) if before is not None else state or read_state(tx)
                 assert state is not None
                 pendings, extras = build(tx, state)
                 out = self._append(w, state, pendings)

@@ -115,6 +115,24 @@ def _resource() -> Any:
     return Resource.create({} if named else {"service.name": "plaudit"})
 
 
+def _span_context(record: Any) -> Any:
+    """An OpenTelemetry context whose current span is the record's (None without ids): the
+    SDK copies its trace and span ids, and flags, onto the log record."""
+    if not record.trace_id:
+        return None
+    from opentelemetry.trace import (
+        NonRecordingSpan,
+        SpanContext,
+        TraceFlags,
+        set_span_in_context,
+    )
+
+    span = SpanContext(
+        record.trace_id, record.span_id, is_remote=True, trace_flags=TraceFlags(record.trace_flags)
+    )
+    return set_span_in_context(NonRecordingSpan(span))
+
+
 class _Delivery:
     """Wraps the SDK exporter to learn whether each batch was delivered: the batch processor
     swallows failures, and the cursor must not move past an event that was not sent."""
@@ -225,6 +243,7 @@ class OtelExporter:
                             self._logger.emit(
                                 timestamp=record.timestamp_ns,
                                 observed_timestamp=now,
+                                context=_span_context(record),
                                 severity_number=SeverityNumber.INFO,
                                 event_name=record.name,
                                 attributes=record.attributes,

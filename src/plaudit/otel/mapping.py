@@ -13,6 +13,10 @@ event, whose attributes are the convention's (`gen_ai.evaluation.name`, `.score.
 - `flow.router.outcome.v1`: one per outcome, named `plaudit.router.outcome`, labelled with the
   outcome and valued at the reward the signals export gives it (success 1.0 ... wasted -0.2).
 
+Each record carries the trace and span ids of the event's W3C trace context (`traceparent` in
+its meta, see `plaudit.tracecontext`), so a tracing backend attaches the evaluation to the span
+it judges. An event without one gives a record without ids.
+
 This module only computes; `plaudit.otel.exporter` hands the results to the SDK. Keeping it free
 of OpenTelemetry imports lets every mapping rule be tested without the extra installed.
 """
@@ -20,11 +24,12 @@ of OpenTelemetry imports lets every mapping rule be tested without the extra ins
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from plaudit.events import StoredEvent
 from plaudit.signals.join import REWARDS
+from plaudit.tracecontext import trace_of
 
 EVALUATION_EVENT = "gen_ai.evaluation.result"
 
@@ -47,6 +52,10 @@ class Record:
     name: str
     timestamp_ns: int
     attributes: dict[str, Scalar] = field(default_factory=dict)
+    #: The W3C trace context's ids (0: none) and flags.
+    trace_id: int = 0
+    span_id: int = 0
+    trace_flags: int = 0
 
 
 def _text(value: Any) -> str | None:
@@ -175,7 +184,16 @@ def records(event: StoredEvent) -> list[Record]:
     payload = event.payload
     if mapper is None or not isinstance(payload, Mapping):
         return []
-    return mapper(event, payload)
+    out = mapper(event, payload)
+    tc = trace_of(event.meta)
+    if tc is None:
+        return out
+    ids = {
+        "trace_id": int(tc.trace_id, 16),
+        "span_id": int(tc.span_id, 16),
+        "trace_flags": int(tc.flags, 16),
+    }
+    return [replace(r, **ids) for r in out]
 
 
 __all__ = ["EVALUATION_EVENT", "TYPES", "Record", "records"]

@@ -27,8 +27,10 @@ from plaudit.server.deps import get_plaudit, require_write
 from plaudit.server.headers import SecurityHeaders
 from plaudit.server.hosts import HostGuard
 from plaudit.server.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from plaudit.server.mcp_mount import mount_mcp
 from plaudit.server.responses import MsgspecJSONResponse
 from plaudit.server.routes import ROUTE_MODULES
+from plaudit.server.tracing import TraceContextMiddleware
 
 log = logging.getLogger("plaudit.server")
 
@@ -99,9 +101,11 @@ def create_app(
     app.include_router(_meta_router(app))
     for router in routers:
         app.include_router(router)
+    mount_mcp(app, plaudit, token=token, export_root=app.state.export_root)
     _mount_dashboard(app)
     _document_write_auth(app, routers)
 
+    app.add_middleware(TraceContextMiddleware)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes, timeout=body_timeout)
     if origins:
         app.add_middleware(

@@ -20,20 +20,26 @@ async def get_plaudit(request: Request) -> Plaudit:
     return request.app.state.plaudit
 
 
+NEEDS_TOKEN = "this endpoint needs 'Authorization: Bearer <token>' with the server's token"
+
+
+def bearer_matches(header: bytes, token: str) -> bool:
+    """Whether an `Authorization` header value carries `token` as a bearer token.
+
+    Compared as bytes: `compare_digest` refuses str with non-ASCII characters (a TypeError,
+    i.e. a 500), while header bytes and a UTF-8 token compare fine whatever they hold."""
+    scheme, _, given = header.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(
+        given.strip(), token.encode("utf-8", "surrogateescape")
+    )
+
+
 async def require_write(request: Request) -> None:
     """Bearer-token check for write endpoints, when the server was given a token."""
     token: str | None = getattr(request.app.state, "token", None)
     if not token:
         return
-    # Compared as bytes: `compare_digest` refuses str with non-ASCII characters (a TypeError,
-    # i.e. a 500), while header bytes and a UTF-8 token compare fine whatever they hold.
-    header = request.headers.get("authorization", "").encode("latin-1")
-    scheme, _, given = header.partition(b" ")
-    if scheme.lower() != b"bearer" or not hmac.compare_digest(
-        given.strip(), token.encode("utf-8", "surrogateescape")
-    ):
+    if not bearer_matches(request.headers.get("authorization", "").encode("latin-1"), token):
         raise HTTPException(
-            status_code=401,
-            detail="this endpoint needs 'Authorization: Bearer <token>' with the server's token",
-            headers={"WWW-Authenticate": "Bearer"},
+            status_code=401, detail=NEEDS_TOKEN, headers={"WWW-Authenticate": "Bearer"}
         )

@@ -41,7 +41,15 @@ def error_body(error: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": error, "message": message, **extra}
 
 
-async def send_error(send: Send, status: int, error: str, message: str, **extra: Any) -> None:
+async def send_error(
+    send: Send,
+    status: int,
+    error: str,
+    message: str,
+    *,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    **extra: Any,
+) -> None:
     """Answer from a middleware, before any route ran, and close the connection: what is left
     of the request (an oversize or late body, say) is not worth reading."""
     body = json_bytes(error_body(error, message, **extra))
@@ -53,6 +61,7 @@ async def send_error(send: Send, status: int, error: str, message: str, **extra:
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),
+                *headers,
             ],
         }
     )

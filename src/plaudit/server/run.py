@@ -19,8 +19,9 @@ _log = logging.getLogger("plaudit.server")
 #: Spare store connections opened before the first request (the worker threads of a few
 #: concurrent requests; more are opened as needed and kept when their threads retire).
 WARM_CONNECTIONS = 8
-#: uvicorn's exit status when its server did not start.
-STARTUP_FAILURE = 3
+#: The exit status when uvicorn did not start although the address was bound: the app's own
+#: start-up failed, which is a bug to report (a port in use is a `ListenError` before this).
+STARTUP_FAILURE = 70
 
 
 def _best_effort(fn: Any, what: str) -> None:
@@ -78,14 +79,20 @@ def run_server(
 ) -> None:
     """Serve `app` until interrupted. A public `host` needs an app built with a token.
 
-    `sock` is a socket already listening (a worker of `plaudit serve --workers`); `host` and
-    `port` then only describe it.
+    `sock` is a socket already listening (`plaudit serve` binds it before opening the store);
+    `host` and `port` then only describe it. Without one, the address is bound here, first: a
+    port in use is a `ListenError` (exit 7) before any warming up.
     """
     import uvicorn
+
+    from plaudit.server.workers import listen
 
     timeouts = timeouts or Timeouts()
     state = getattr(app, "state", None)
     check_serving(host, getattr(state, "token", None) if state is not None else None)
+    own_sock = sock is None
+    if own_sock:
+        sock = listen(host, port)
     plaudit = getattr(state, "plaudit", None) if state is not None else None
     if plaudit is not None:
         # Connections for the first requests' worker threads, opened now rather than by them.
@@ -112,9 +119,13 @@ def run_server(
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=None if sock is None else [sock])
-    if not server.started:  # a port in use, say: uvicorn has said why; exit as it does
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            server.run(sockets=[sock])
+    finally:
+        if own_sock:
+            sock.close()
+    if not server.started:  # uvicorn has said why
         raise SystemExit(STARTUP_FAILURE)
 
 

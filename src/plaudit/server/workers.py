@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from plaudit.errors import ConfigError
+from plaudit.errors import ConfigError, ListenError
 
 #: A worker that exits this soon after it started counts as failing to start.
 QUICK_EXIT_S = 2.0
@@ -37,13 +37,17 @@ STOP_GRACE_S = 10.0
 
 
 def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
-    """The socket every worker accepts on, bound before any worker exists (so a port in use
-    is one error, not N, and workers never race to bind)."""
+    """The socket the server accepts on, bound before the store is opened and before any
+    worker exists (so a port in use is one error, not N, creates nothing, and workers never
+    race to bind). A failure is a `ListenError` (exit 7)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host, port), family=family, backlog=backlog)
     except OSError as exc:
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        raise ListenError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; nothing was started or "
+            "created (choose another --port, or stop what holds this one)"
+        ) from exc
     sock.set_inheritable(True)
     return sock
 

@@ -211,6 +211,57 @@ class Signals:
 
         return evaluate_policy(policy, plaudit=self.plaudit, **options)
 
+    # -- the loop: learn, recommend (and shadow), compare ---------------------------------
+    def learn(self, out: PathLike | None, **options: Any) -> dict[str, Any]:
+        """Learn a routing policy from the log's decisions and write it to `out` (None: only
+        returned, in `result["spec"]`); options as `plaudit.learn_policy`. Raises
+        `plaudit.signals.learn.LearnRefused` when the audit's quality gates fail."""
+        from plaudit.signals.learn import learn_policy
+
+        return learn_policy(out, plaudit=self.plaudit, **options)
+
+    def recommend(
+        self,
+        policy: Any,
+        *,
+        context: Mapping[str, Any] | None = None,
+        candidates: Sequence[Any] | None = None,
+        decision: Mapping[str, Any] | None = None,
+        decision_id: str | None = None,
+        session_id: str | None = None,
+        greedy: bool = False,
+        shadow: bool = False,
+    ) -> dict[str, Any]:
+        """The policy's probabilities for one decision and its pick (`plaudit.recommend`);
+        with `shadow=True` it is also recorded beside the router's decision of the same id
+        (`result["shadow"]`)."""
+        from plaudit.signals.recommend import recommend, record_shadow
+
+        if session_id is not None:
+            decision = {**(decision or {}), "session_id": session_id}
+        if shadow and decision_id is None:
+            from plaudit.errors import ValidationError
+
+            raise ValidationError("decision_id", "shadow mode records under the decision's id")
+        result = recommend(
+            policy,
+            context=context,
+            candidates=candidates,
+            decision=decision,
+            decision_id=decision_id,
+            greedy=greedy,
+        )
+        if shadow:
+            result["shadow"] = record_shadow(self.plaudit, result, session_id=session_id)
+        return result
+
+    def compare(self, policy: Any, **options: Any) -> dict[str, Any]:
+        """The promotion gate: `policy` against the logging router on the decisions it did
+        not learn from, and its shadow records; options as `plaudit.compare_policy`."""
+        from plaudit.signals.compare import compare_policy
+
+        return compare_policy(policy, plaudit=self.plaudit, **options)
+
     def gates(self, *, max_age_hours: int = 168, **limits: Any) -> dict[str, Any]:
         """The dashboard's view: the log's gates with default thresholds (env overrides apply);
         nothing is written."""

@@ -33,6 +33,7 @@ from plaudit.signals.policy import (
     DECISION_FIELDS,
     Distribution,
     Policy,
+    candidate_tasks,
     check_key_paths,
     check_tasks,
     load_policy,
@@ -50,7 +51,7 @@ SCHEMA_VERSION = "plaudit_signal_evaluate_v1"
 MAX_SAMPLES = 20
 
 
-class _Row(msgspec.Struct):
+class ExportRow(msgspec.Struct):
     """What the evaluation reads of an export row, decoded once: a table policy reads its key
     fields straight from it, without a dict built per row (only a callable gets one)."""
 
@@ -72,29 +73,16 @@ class _Row(msgspec.Struct):
     event_history: Any = None
 
 
-_decode_row = msgspec.json.Decoder(_Row).decode
+decode_row = msgspec.json.Decoder(ExportRow).decode
 
 
-def _decision(row: _Row) -> dict[str, Any]:
+def _decision(row: ExportRow) -> dict[str, Any]:
     """The decision as a policy sees it: DECISION_FIELDS only (see `plaudit.signals.policy`)."""
     out = {name: getattr(row, name, None) for name in DECISION_FIELDS[1:]}
     return {"decision_id": row.id, **out}
 
 
-def _candidate_tasks(candidates: Any) -> Iterator[str]:
-    """Task names in a decision's `candidates`: strings, or objects' `task` (or `name`)."""
-    if not isinstance(candidates, list):
-        return
-    for c in candidates:
-        if type(c) is str:
-            yield c
-        elif isinstance(c, dict):
-            name = c.get("task", c.get("name"))
-            if isinstance(name, str):
-                yield name
-
-
-def _propensity_problem(value: Any) -> str | None:
+def propensity_problem(value: Any) -> str | None:
     """Why a logged propensity cannot be used (None when it can)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "not a number"
@@ -131,7 +119,7 @@ def check_evaluate_options(
         max_age_hours=max_age_hours,
         seed=42,
     )
-    if default_propensity is not None and _propensity_problem(default_propensity):
+    if default_propensity is not None and propensity_problem(default_propensity):
         raise ValidationError(
             "default_propensity", f"must be a number in (0, 1], got {default_propensity!r}"
         )
@@ -210,7 +198,7 @@ def _raw_propensities(
     return scanner.raw
 
 
-class _Collected:
+class Evaluated:
     """Per joined row, what the estimators need, in flat lists."""
 
     def __init__(self) -> None:
@@ -225,6 +213,7 @@ class _Collected:
         self.returned: dict[str, str] = {}  # task -> where a callable first returned it
         self.missing = 0
         self.invalid = 0
+        self.skipped = 0
         self.invalid_samples: list[dict[str, Any]] = []
         self.null_ids: set[str] = set()
 
@@ -249,31 +238,39 @@ def _shown(value: Any) -> Any:
         return repr(value)
 
 
-def _row_key(row: _Row, path: tuple[str, ...]) -> Any:
+def row_key(row: ExportRow, path: tuple[str, ...]) -> Any:
     """`key_text` read straight from the decoded row, without building the decision dict."""
     head = path[0]
     return walk(row.id if head == "decision_id" else getattr(row, head), path, 1)
 
 
-def _collect(
+#: Which decisions an evaluation leaves out: (decision id, session id, ts_ms) -> True to skip.
+Skip = Callable[[str, str, Any], bool]
+
+
+def collect_rows(
     rows: Iterator[tuple[str, str, str, str, int, bytes | None]],
     policy: Policy,
     group_paths: tuple[tuple[str, ...], ...],
     default_propensity: float | None,
-) -> _Collected:
-    col = _Collected()
+    skip: Skip | None = None,
+) -> Evaluated:
+    col = Evaluated()
     known = col.known
     key_paths = policy.key
-    table_lookup: Callable[..., Distribution | None] | None = (
-        getattr(policy, "lookup", None) if policy.kind == "table" else None
+    fast: Callable[..., Distribution | None] | None = (
+        policy.for_key if policy.kind in ("table", "model") else None
     )
     same_key = group_paths == key_paths
     for _, _, _, _, _, line in rows:
         if line is None:
             continue
-        row = _decode_row(line)
+        row = decode_row(line)
+        if skip is not None and skip(row.id, row.session_id or "", row.ts_ms):
+            col.skipped += 1
+            continue
         known[row.chosen_task] = None
-        for task in _candidate_tasks(row.candidates):
+        for task in candidate_tasks(row.candidates):
             known[task] = None
         p = row.propensity
         if p is None:
@@ -284,13 +281,13 @@ def _collect(
             col.pending.append(len(col.ids))
             p = default_propensity
         elif type(p) is not float or not 0.0 < p <= 1.0:
-            problem = _propensity_problem(p)
+            problem = propensity_problem(p)
             if problem is not None:
                 col.note_invalid(row.id, p, problem)
                 continue
-        if table_lookup is not None:
-            values = tuple([_row_key(row, k) for k in key_paths])
-            dist = table_lookup(values)
+        if fast is not None:
+            values = tuple([row_key(row, k) for k in key_paths])
+            dist = fast(values, row.candidates)
             if dist is None:
                 dist = policy.distribution(_decision(row))  # raises, naming the key values
         else:
@@ -304,12 +301,12 @@ def _collect(
         reward = row.reward
         col.rewards.append(float(reward) if isinstance(reward, int | float) else 0.0)
         col.propensities.append(float(p))
-        col.groups.append(values if same_key else tuple([_row_key(row, k) for k in group_paths]))
+        col.groups.append(values if same_key else tuple([row_key(row, k) for k in group_paths]))
         col.dists.append(dist)
     return col
 
 
-def _drop(col: _Collected, positions: set[int]) -> None:
+def _drop(col: Evaluated, positions: set[int]) -> None:
     """Remove evaluated rows at `positions` (defaulted rows found to be invalid after all)."""
     keep = [i for i in range(len(col.ids)) if i not in positions]
     for name in ("ids", "tasks", "rewards", "propensities", "groups", "dists"):
@@ -317,7 +314,7 @@ def _drop(col: _Collected, positions: set[int]) -> None:
         setattr(col, name, [values[i] for i in keep])
 
 
-def _arrays(col: _Collected, tasks: list[str]) -> ope.Logged:
+def as_logged(col: Evaluated, tasks: list[str]) -> ope.Logged:
     index = {t: i for i, t in enumerate(tasks)}
     groups: dict[tuple[Any, ...], int] = {}
     group = np.fromiter(
@@ -358,9 +355,12 @@ def evaluate_policy(
     reward_key: Sequence[str] | None = None,
     now_ms: int | None = None,
     progress: Progress | None = None,
+    skip: Skip | None = None,
 ) -> dict[str, Any]:
     """Estimate what `policy` would have earned per decision on the logged decisions of the
     store (`plaudit`) or of a seq_mem file (`seq_mem`, which wins when both are given).
+    `skip(decision_id, session_id, ts_ms)`: True for a decision to leave out (counted in
+    `counts.skipped`; `plaudit signal compare` leaves out those a policy learned from).
 
     `policy`: a JSON table file's path, `module:function`, a table as a mapping, a Python
     callable (decision dict -> {task: probability}) or a `plaudit.signals.policy.Policy`.
@@ -383,7 +383,7 @@ def evaluate_policy(
     pol = load_policy(policy)
     if group_paths is None:
         group_paths = pol.key
-    from plaudit.signals.export import _check_path, _source
+    from plaudit.signals.export import _check_path, joined_lines
 
     seq_path = _check_path("seq_mem", seq_mem) if seq_mem is not None else None
     if seq_path is None and plaudit is None:
@@ -399,20 +399,15 @@ def evaluate_policy(
     else:
         assert plaudit is not None
         until = plaudit.log.head().length
-    with _source(
+    with joined_lines(
         plaudit,
         seq_path,
         now=now,
         max_age_hours=max_age_hours,
-        seed=42,
+        rewards=reward_map,
         progress=progress,
-        parallel=None,
-        use_projection=True,
-    ) as source:
-        rows = source.rows(
-            seed=42, history_size=3, rewards=reward_map, progress=progress, full=True
-        )
-        col = _collect(rows, pol, group_paths, default_propensity)
+    ) as (source, rows):
+        col = collect_rows(rows, pol, group_paths, default_propensity, skip)
         counts = source.counts
     if col.null_ids:
         raw = _raw_propensities(
@@ -431,7 +426,7 @@ def evaluate_policy(
         named = table_tasks.items() if table_tasks is not None else col.returned.items()
         check_tasks(named, col.known)
     n = len(col.ids)
-    joined = counts.joined_rows
+    joined = counts.joined_rows - col.skipped
     logged = n - len(col.pending)
     coverage = logged / joined if joined else 0.0
     result: dict[str, Any] = {
@@ -459,6 +454,7 @@ def evaluate_policy(
             "missing_propensity": col.missing,
             "invalid_propensity": col.invalid,
             "defaulted_propensity": len(col.pending),
+            "skipped": col.skipped,
         },
         "propensity": {
             "coverage": round(coverage, 6),
@@ -467,7 +463,7 @@ def evaluate_policy(
     }
     if n:
         est = ope.estimate(
-            _arrays(col, tasks), bootstrap=bootstrap, seed=seed, level=level, folds=folds
+            as_logged(col, tasks), bootstrap=bootstrap, seed=seed, level=level, folds=folds
         )
         result["logging"] = est.pop("logging")
         result["estimates"] = {name: est.pop(name) for name in ope.ESTIMATORS}
@@ -494,7 +490,7 @@ def evaluate_policy(
     return result
 
 
-def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool) -> None:
+def _classify_nulls(col: Evaluated, raw: Mapping[str, Any], *, defaulted: bool) -> None:
     """Null propensities in the rows were either never logged (missing) or not numbers
     (invalid); a defaulted row that turns out invalid is taken back out."""
     pending = {col.ids[i]: i for i in col.pending}
@@ -503,7 +499,7 @@ def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool)
         value = raw.get(did)
         if value is None:
             continue
-        col.note_invalid(did, value, _propensity_problem(value) or "not a number")
+        col.note_invalid(did, value, propensity_problem(value) or "not a number")
         if defaulted:
             wrong.add(pending[did])
         else:
@@ -514,7 +510,7 @@ def _classify_nulls(col: _Collected, raw: Mapping[str, Any], *, defaulted: bool)
         col.pending = [i for i, did in enumerate(col.ids) if did in still]
 
 
-def _nothing_to_estimate(joined: int, col: _Collected) -> str:
+def _nothing_to_estimate(joined: int, col: Evaluated) -> str:
     if not joined:
         return "no decision with an outcome in the window: nothing to estimate"
     return (

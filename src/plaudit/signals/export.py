@@ -17,13 +17,14 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from plaudit.errors import ValidationError
+from plaudit.seqmem import REPEAT
 from plaudit.signals.contract import PREFIX
 from plaudit.signals.formats import FORMATS, RowWriter, open_writer
 from plaudit.signals.join import REWARDS, Collected, Collector, Progress, joined_rows
@@ -321,9 +322,25 @@ def collect_log(
     col = Collector(now_ms=now_ms, max_age_hours=max_age_hours, seed=seed)
     # Raw columns in log order, without building an event object per row.
     with plaudit.log.reading() as view:
-        rows = view.scan_columns(("seq", "type", "ts_ms", "session_id", "payload"), types=[PREFIX])
-        col.feed_rows(rows, progress=progress)
+        rows = view.scan_columns(
+            ("seq", "type", "ts_ms", "session_id", "payload"), types=[PREFIX, REPEAT]
+        )
+        col.feed_rows(_unwrap_repeats(rows), progress=progress)
     return col
+
+
+def _unwrap_repeats(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The log's router events, each repeat record (kept by `plaudit log import` for an exact
+    repeat of a line) as the event it repeats, where it stood: the lines the file held."""
+    from plaudit.signals.projection import repeated_router_event
+
+    for row in rows:
+        if row[1] != REPEAT:
+            yield row
+            continue
+        kind, payload = repeated_router_event(msgspec.json.decode(row[4]))
+        if kind is not None:
+            yield row[0], kind, row[2], row[3], msgspec.json.encode(payload)
 
 
 class _FromCollector:
@@ -394,6 +411,35 @@ def _source(
         plaudit, now_ms=now, max_age_hours=max_age_hours, seed=seed, progress=progress
     )
     yield _FromCollector(col.out)
+
+
+@contextlib.contextmanager
+def joined_lines(
+    plaudit: Plaudit | None,
+    seq_path: Path | None,
+    *,
+    now: int,
+    max_age_hours: int,
+    rewards: dict[str, float],
+    progress: Progress | None,
+) -> Iterator[tuple[Any, Iterator[tuple[str, str, str, str, int, bytes | None]]]]:
+    """(source, rows): the joined rows with their lines, for the default seed and history,
+    as `signal evaluate`, `learn` and `compare` read them; the source's counts are final once
+    the rows are exhausted."""
+    with _source(
+        plaudit,
+        seq_path,
+        now=now,
+        max_age_hours=max_age_hours,
+        seed=42,
+        progress=progress,
+        parallel=None,
+        use_projection=True,
+    ) as source:
+        yield (
+            source,
+            source.rows(seed=42, history_size=3, rewards=rewards, progress=progress, full=True),
+        )
 
 
 def export(
@@ -670,11 +716,8 @@ def _run(
     )
     by_session = split_by == "session"
     session_bucket: dict[str, int] = {}  # sessions repeat: bucket each once
-    # Per row, kept in flat lists and tallied at the end by C code (Counter, set).
-    sessions: list[str] = []
-    tasks: list[str] = []
-    outcomes: list[str] = []
-    splits: list[int] = []
+    tally = RowTally()
+    sessions, tasks, outcomes, splits = tally.sessions, tally.tasks, tally.outcomes, tally.splits
     decode = msgspec.json.decode
     for _, session, chosen, outcome, row_bucket, line in rows:
         if by_session and session:
@@ -700,21 +743,37 @@ def _run(
             row = decode(line)
             for w in parsed[split]:
                 w.write(row)
-    outcome_counts = Counter([o or "unknown" for o in outcomes])
-    task_counts = Counter([t or "unknown" for t in tasks])
-    per_split = Counter(splits)
-    # How many splits each session's rows went to: more than one is leakage.
-    session_splits = Counter([s for s, _ in set(zip(sessions, splits, strict=True)) if s])
-    leaking = sum(1 for n in session_splits.values() if n > 1)
     del sessions, tasks, outcomes, splits
-    return _summary(
-        source,
-        dict(task_counts),
-        dict(outcome_counts),
-        [per_split[i] for i in range(3)],
-        len(session_splits),
-        leaking,
-    )
+    return tally.summary(source)
+
+
+class RowTally:
+    """What the summary counts of the exported rows: per row, kept in flat lists and tallied
+    at the end by C code (Counter, set)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[str] = []
+        self.tasks: list[str] = []
+        self.outcomes: list[str] = []
+        self.splits: list[int] = []
+
+    def summary(self, source: Any) -> dict[str, Any]:
+        """The summary of `source` (its counts are final once its rows were read)."""
+        outcome_counts = Counter([o or "unknown" for o in self.outcomes])
+        task_counts = Counter([t or "unknown" for t in self.tasks])
+        per_split = Counter(self.splits)
+        # How many splits each session's rows went to: more than one is leakage.
+        pairs = set(zip(self.sessions, self.splits, strict=True))
+        session_splits = Counter([s for s, _ in pairs if s])
+        leaking = sum(1 for n in session_splits.values() if n > 1)
+        return _summary(
+            source,
+            dict(task_counts),
+            dict(outcome_counts),
+            [per_split[i] for i in range(3)],
+            len(session_splits),
+            leaking,
+        )
 
 
 def _summary(

@@ -16,17 +16,40 @@ The table format (`plaudit_router_policy_v1`)::
     }
 
 With two key fields the table nests two levels (`{"failing": {"main": {...}}}`). A decision
-whose key values have no entry gets `default`; without one, that decision is an error.
+whose key values have no entry gets `default`; without one, that decision is an error. An
+optional `provenance` object says where a table came from (`plaudit signal learn` writes
+one); lookups never read it.
+
+The learned model format (`plaudit_router_model_v1`, written by `plaudit signal learn` when
+the logged decisions list candidates that leave tasks out) nests the same way, but its leaves
+hold an estimated value per task instead of probabilities::
+
+    {
+      "schema_version": "plaudit_router_model_v1",
+      "key": ["context.ci_status"],
+      "tasks": ["ai:flow/test", "ai:flow/fix-ci"],          (every task it may pick)
+      "explore": 0.05,
+      "values": {"failing": {"ai:flow/fix-ci": 0.71, "ai:flow/test": 0.32}},
+      "default": {"ai:flow/fix-ci": 0.40, "ai:flow/test": 0.45},
+      "provenance": {...}
+    }
+
+A decision's distribution is epsilon-greedy over the tasks it may pick: its candidates that
+the model knows (all of `tasks` when it lists none of them): `explore` spread evenly over
+them, the rest on the one with the highest value (the first in `tasks` of equals). Values,
+not probabilities, are what make a leaf still right when the candidates leave its best task
+out.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +59,7 @@ from plaudit.errors import ValidationError
 from plaudit.inputs import STDIN
 
 SCHEMA_VERSION = "plaudit_router_policy_v1"
+MODEL_VERSION = "plaudit_router_model_v1"
 #: How far a distribution's sum may be from 1.
 SUM_TOLERANCE = 1e-6
 #: Fields of a decision a policy (and a key path) may look at: what the router knew before it
@@ -58,7 +82,9 @@ DECISION_FIELDS = (
     "event_history",
 )
 MAX_KEY_FIELDS = 8
-_TABLE_FIELDS = ("schema_version", "key", "table", "default")
+_TABLE_FIELDS = ("schema_version", "key", "table", "default", "provenance")
+_MODEL_FIELDS = ("schema_version", "key", "tasks", "explore", "values", "default", "provenance")
+_INDEX = re.compile(r"^-?[0-9]{1,9}$")
 _CALLABLE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _canon = msgspec.json.Encoder(order="sorted").encode
 
@@ -141,14 +167,34 @@ def key_text(decision: Mapping[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def walk(value: Any, path: tuple[str, ...], start: int) -> Any:
-    """`as_key` of the value at `path[start:]` inside `value`."""
+    """`as_key` of the value at `path[start:]` inside `value`. A part that is an integer
+    indexes a list, counting from the end when negative (`event_history.-1.chosen_task`)."""
     for part in path[start:]:
-        if type(value) is not dict and not isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
+            value = value.get(part)
+        elif type(value) is list and _INDEX.match(part):
+            i = int(part)
+            if not -len(value) <= i < len(value):
+                return MISSING
+            value = value[i]
+        else:
             return MISSING
-        value = value.get(part)
         if value is None:
             return MISSING
     return as_key(value)
+
+
+def candidate_tasks(candidates: Any) -> Iterator[str]:
+    """Task names in a decision's `candidates`: strings, or objects' `task` (or `name`)."""
+    if not isinstance(candidates, list):
+        return
+    for c in candidates:
+        if type(c) is str:
+            yield c
+        elif isinstance(c, dict):
+            name = c.get("task", c.get("name"))
+            if isinstance(name, str):
+                yield name
 
 
 def as_key(value: Any) -> Any:
@@ -166,14 +212,21 @@ def as_key(value: Any) -> Any:
 
 class Policy:
     """A checked candidate policy. `distribution(decision)` gives its Distribution;
-    `tasks()` every task a table can name (None for a callable: known only per decision)."""
+    `tasks()` every task a table can name (None for a callable: known only per decision).
+    `for_key(values, candidates)` is the fast path of a policy that reads only its key's
+    values and the candidates (None: no entry, or a policy without one)."""
 
     kind = ""
     name = ""
+    digest: str | None = None
     key: tuple[tuple[str, ...], ...] = ()
+    provenance: dict[str, Any] | None = None
 
     def distribution(self, decision: Mapping[str, Any]) -> Distribution:
         raise NotImplementedError
+
+    def for_key(self, values: Sequence[Any], candidates: Any) -> Distribution | None:
+        return None
 
     def tasks(self) -> dict[str, str] | None:
         """task -> where the table names it first (for errors about unknown tasks)."""
@@ -185,6 +238,9 @@ class Policy:
 
 class TablePolicy(Policy):
     kind = "table"
+    version = SCHEMA_VERSION
+    fields = _TABLE_FIELDS
+    entries = "table"
 
     def __init__(self, spec: Any, *, name: str = "policy") -> None:
         self.name = name
@@ -192,29 +248,45 @@ class TablePolicy(Policy):
             raise ValidationError(
                 "policy", f"must be a JSON object, got {type(spec).__name__}", where=name
             )
-        unknown = [k for k in spec if k not in _TABLE_FIELDS]
+        unknown = [k for k in spec if k not in self.fields]
         if unknown:
             raise ValidationError(
                 "policy",
-                f"unknown field {unknown[0]!r} (a table has: {', '.join(_TABLE_FIELDS)})",
+                f"unknown field {unknown[0]!r} (a {self.kind} has: {', '.join(self.fields)})",
                 where=name,
             )
-        version = spec.get("schema_version", SCHEMA_VERSION)
-        if version != SCHEMA_VERSION:
+        version = spec.get("schema_version", self.version)
+        if version != self.version:
             raise ValidationError(
-                "policy", f"schema_version {version!r} is not {SCHEMA_VERSION!r}", where=name
+                "policy", f"schema_version {version!r} is not {self.version!r}", where=name
             )
+        provenance = spec.get("provenance")
+        if provenance is not None and not isinstance(provenance, Mapping):
+            raise ValidationError("policy", "provenance must be an object", where=name)
+        self.provenance = dict(provenance) if provenance is not None else None
+        try:
+            self.digest = hashlib.sha256(_canon(spec)).hexdigest()
+        except (TypeError, msgspec.EncodeError):
+            raise ValidationError("policy", "is not JSON data", where=name) from None
+        self._begin(spec)
         self.key = check_key_paths(spec.get("key", []), what="policy.key", where=name)
-        table = spec.get("table", {})
+        table = spec.get(self.entries, {})
         if table and not self.key:
-            raise ValidationError("policy", "has a table but no key to look it up by", where=name)
+            what = "a table" if self.entries == "table" else "values"
+            raise ValidationError("policy", f"has {what} but no key to look it up by", where=name)
         self._where: dict[str, str] = {}
-        self.table = self._check_level(table, 0, "table")
-        self.default: Distribution | None = None
+        self.table = self._check_level(table, 0, self.entries)
+        self.default: Any = None
         if spec.get("default") is not None:
             self.default = self._leaf(spec["default"], "default")
+        self._end()
+
+    def _begin(self, spec: Mapping[str, Any]) -> None:
+        """Read what the format has besides key, entries and default (nothing, for a table)."""
+
+    def _end(self) -> None:
         if not self.table and self.default is None:
-            raise ValidationError("policy", "has neither a table nor a default", where=name)
+            raise ValidationError("policy", "has neither a table nor a default", where=self.name)
 
     def _check_level(self, level: Any, depth: int, where: str) -> dict[str, Any]:
         if not isinstance(level, Mapping):
@@ -245,19 +317,25 @@ class TablePolicy(Policy):
     def tasks(self) -> dict[str, str]:
         return {task: self._at(where) for task, where in self._where.items()}
 
-    def lookup(self, values: Sequence[Any]) -> Distribution | None:
+    def for_key(self, values: Sequence[Any], candidates: Any) -> Distribution | None:
+        return self.lookup(values)
+
+    def lookup(self, values: Sequence[Any]) -> Any:
+        """The leaf for the key's values (one per key field), else `default`."""
+        if not self.key:
+            return self.default
         level: Any = self.table
-        for v in values:
-            if v is MISSING or not isinstance(level, dict):
+        for v in values:  # the levels nest exactly len(self.key) deep (_check_level)
+            if v is MISSING:
                 return self.default
             level = level.get(v)
             if level is None:
                 return self.default
-        return level if isinstance(level, tuple) else self.default
+        return level
 
     def distribution(self, decision: Mapping[str, Any]) -> Distribution:
         values = [key_text(decision, p) for p in self.key]
-        dist = self.lookup(values)
+        dist = self.for_key(values, decision.get("candidates"))
         if dist is None:
             shown = ", ".join(
                 f"{'.'.join(p)}={'(missing)' if v is MISSING else repr(v)}"
@@ -269,6 +347,85 @@ class TablePolicy(Policy):
                 where=self.name,
             )
         return dist
+
+
+class ModelPolicy(TablePolicy):
+    """A learned model (`plaudit_router_model_v1`): per key, an estimated value per task; the
+    distribution is epsilon-greedy over the decision's candidates that the model knows."""
+
+    kind = "model"
+    version = MODEL_VERSION
+    fields = _MODEL_FIELDS
+    entries = "values"
+
+    def _begin(self, spec: Mapping[str, Any]) -> None:
+        tasks = spec.get("tasks")
+        if (
+            not isinstance(tasks, list)
+            or not tasks
+            or not all(isinstance(t, str) and t for t in tasks)
+            or len(set(tasks)) != len(tasks)
+        ):
+            raise ValidationError(
+                "policy", "tasks must be a list of distinct task names", where=self._at("tasks")
+            )
+        explore = spec.get("explore")
+        if isinstance(explore, bool) or not isinstance(explore, int | float):
+            explore = -1.0
+        if not 0.0 <= explore <= 1.0:
+            raise ValidationError(
+                "policy", "explore must be a number in [0, 1]", where=self._at("explore")
+            )
+        self.task_list = tuple(tasks)
+        self.explore = float(explore)
+        self._known = frozenset(tasks)
+
+    def _end(self) -> None:
+        if self.default is None:
+            raise ValidationError("policy", "a model needs its default values", where=self.name)
+        for task in self.task_list:
+            self._where.setdefault(task, "tasks")
+
+    def _leaf(self, value: Any, where: str) -> dict[str, float]:
+        at = self._at(where)
+        if not isinstance(value, Mapping):
+            got = type(value).__name__
+            raise ValidationError(
+                "policy", f"must be an object of task -> value, got {got}", where=at
+            )
+        out = {}
+        for task in self.task_list:
+            v = value.get(task)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValidationError("policy", f"value of {task!r} must be a number", where=at)
+            out[task] = float(v)
+        extra = [t for t in value if t not in self._known]
+        if extra:
+            raise ValidationError("policy", f"task {extra[0]!r} is not in tasks", where=at)
+        return out
+
+    def for_key(self, values: Sequence[Any], candidates: Any) -> Distribution | None:
+        leaf = self.lookup(values)
+        if leaf is None:
+            return None
+        return self.choose(leaf, candidates)
+
+    def choose(self, leaf: Mapping[str, float], candidates: Any) -> Distribution:
+        """Epsilon-greedy over the tasks the decision may have: its candidates the model
+        knows, else every task."""
+        known = self._known
+        allowed = [t for t in candidate_tasks(candidates) if t in known]
+        if allowed:
+            allowed = [t for t in self.task_list if t in set(allowed)]
+        else:
+            allowed = list(self.task_list)
+        best = max(allowed, key=leaf.__getitem__)  # the first of equals, in `tasks` order
+        m = len(allowed)
+        floor = self.explore / m
+        probs = tuple(floor + (1.0 - self.explore) * (t == best) for t in allowed)
+        if floor == 0.0:
+            return (best,), (1.0,)
+        return tuple(allowed), probs
 
 
 class CallablePolicy(Policy):
@@ -288,6 +445,14 @@ class CallablePolicy(Policy):
                 "policy", f"raised {type(exc).__name__}: {exc}", where=where
             ) from None
         return check_distribution(value, where=where)
+
+
+def table_or_model(spec: Any, *, name: str) -> TablePolicy:
+    """A table (`plaudit_router_policy_v1`) or a learned model (`plaudit_router_model_v1`),
+    by its `schema_version`."""
+    if isinstance(spec, Mapping) and spec.get("schema_version") == MODEL_VERSION:
+        return ModelPolicy(spec, name=name)
+    return TablePolicy(spec, name=name)
 
 
 def import_callable(spec: str) -> CallablePolicy:
@@ -327,7 +492,7 @@ def load_policy(policy: Any) -> Policy:
     if isinstance(policy, Policy):
         return policy
     if isinstance(policy, Mapping):
-        return TablePolicy(policy, name="policy")
+        return table_or_model(policy, name="policy")
     if isinstance(policy, str | os.PathLike):
         text = os.fspath(policy)
         if not text or "\x00" in text:
@@ -339,7 +504,7 @@ def load_policy(policy: Any) -> Policy:
             data = read_bytes(text if text == STDIN else str(path), what="policy")
             name = "stdin" if text == STDIN else text
             spec = parse(data, what="policy", where=name, lines=False)
-            return TablePolicy(spec, name=name)
+            return table_or_model(spec, name=name)
         if isinstance(policy, str) and _CALLABLE.match(text):
             return import_callable(text)
         if path.exists():

@@ -38,6 +38,7 @@ from typing import Any
 import msgspec
 
 from plaudit.events import StoredEvent
+from plaudit.seqmem import REPEAT
 from plaudit.signals.contract import DECISION, OUTCOME, OVERRIDE, PREFIX
 from plaudit.signals.join import (
     REWARDS,
@@ -268,6 +269,16 @@ EMPTY_HISTORY = b"[]"
 _encode = msgspec.json.Encoder().encode
 
 
+def repeated_router_event(payload: Any) -> tuple[str | None, Any]:
+    """(type, payload) of the router event a repeat record (`plaudit.seqmem.REPEAT`) repeats;
+    (None, None) when it repeats anything else, which the router's counts leave out."""
+    kind = payload.get("type") if isinstance(payload, dict) else None
+    inner = payload.get("payload") if isinstance(payload, dict) else None
+    if not isinstance(kind, str) or not kind.startswith(PREFIX) or not isinstance(inner, dict):
+        return None, None
+    return kind, inner
+
+
 def _value(json_text: str | None) -> Any:
     return None if json_text is None else msgspec.json.decode(json_text)
 
@@ -395,7 +406,7 @@ class SignalsProjection:
     name = NAME
     version = VERSION
     trailing = True  # off the write path: see plaudit.builtins
-    prefixes = (PREFIX,)
+    prefixes = (PREFIX, REPEAT)
     tables = TABLES + CACHE_TABLES
 
     def create(self, tx: Tx) -> None:
@@ -408,11 +419,16 @@ class SignalsProjection:
         scanner = _Tracked()
         other: list[tuple[int, int, str, str]] = []
         for ev in events:
+            kind, payload = ev.type, ev.payload
+            if kind == REPEAT:  # an exact repeat of a line, kept at import: fold it as the line
+                kind, payload = repeated_router_event(payload)
+                if kind is None:
+                    continue
             if ev.ts_ms <= 0:  # outside every age window, as in the reference
                 other.append((ev.seq, ev.ts_ms, "old", ""))
-            elif ev.type in (DECISION, OUTCOME, OVERRIDE):
+            elif kind in (DECISION, OUTCOME, OVERRIDE):
                 scanner.ts_of[ev.seq] = ev.ts_ms
-                scanner.event(ev.type, ev.ts_ms, ev.session_id, _encode(ev.payload), ev.seq)
+                scanner.event(kind, ev.ts_ms, ev.session_id, _encode(payload), ev.seq)
             else:
                 other.append((ev.seq, ev.ts_ms, "other", ""))
         scan = scanner.finish()

@@ -10,13 +10,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _WHERE = {
-    "AppendResult": "plaudit.store.log",
-    "BatchResult": "plaudit.store.log",
+    "AppendResult": "plaudit.store.idempotency",
+    "BatchResult": "plaudit.store.idempotency",
     "EventLog": "plaudit.store.log",
-    "Head": "plaudit.store.log",
+    "Head": "plaudit.store.verify",
     "LogStats": "plaudit.store.log",
-    "VerifyReport": "plaudit.store.log",
-    "Writer": "plaudit.store.log",
+    "VerifyReport": "plaudit.store.verify",
+    "Writer": "plaudit.store.sequencing",
     "LogView": "plaudit.store.view",
     "Backend": "plaudit.store.backend",
     "Tx": "plaudit.store.backend",
@@ -43,16 +43,11 @@ __all__ = [
 
 if TYPE_CHECKING:
     from plaudit.store.backend import Backend, Tx
-    from plaudit.store.log import (
-        AppendResult,
-        BatchResult,
-        EventLog,
-        Head,
-        LogStats,
-        VerifyReport,
-        Writer,
-    )
+    from plaudit.store.idempotency import AppendResult, BatchResult
+    from plaudit.store.log import EventLog, LogStats
     from plaudit.store.projections import Projection, register_projection, unregister_projection
+    from plaudit.store.sequencing import Writer
+    from plaudit.store.verify import Head, VerifyReport
     from plaudit.store.view import LogView
 
 

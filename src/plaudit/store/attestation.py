@@ -22,8 +22,8 @@ from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.store.backend import Tx
-    from plaudit.store.checkpointing import HeadState
     from plaudit.store.checkpoints import Checkpoint
+    from plaudit.store.ops import HeadState
 
 #: Chain hashes read per query while the tree is recomputed.
 _CHUNK = 20_000

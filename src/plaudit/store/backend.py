@@ -8,13 +8,15 @@ from __future__ import annotations
 import threading
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from plaudit.store.checkpointing import HeadState
+    from plaudit.store.ops import LogOps
+    from plaudit.store.sequencer import Sequencer
+    from plaudit.store.sequencing import Sequencing
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -37,27 +39,6 @@ DIALECT_WORDS: dict[str, dict[str, str]] = {
         "sep": "chr(31)",
     },
 }
-
-
-class HeadMoved(Exception):
-    """A transaction that went ahead on the head this process last wrote found it had moved
-    (or the lease taken, intake pending, an id held): it was rolled back, nothing written.
-    Internal to the log, which then reads the head and tries again."""
-
-
-def _head_state(row: Sequence[Any], pending: bool) -> HeadState:
-    from plaudit.store.checkpointing import HeadState
-
-    seq, h, tree_size, frontier, ck_size, ck_ms = row
-    return HeadState(
-        int(seq),
-        bytes(h),
-        pending,
-        int(tree_size),
-        b"" if frontier is None else bytes(frontier),
-        int(ck_size),
-        int(ck_ms),
-    )
 
 
 #: A projection's stored state (`plaudit_projections`), as `Tx.upsert` takes it.
@@ -104,13 +85,6 @@ class Tx(ABC):
     #: PostgreSQL, where psycopg sends every statement on its own while holding the
     #: interpreter lock, so writes joined into one cost one send. Not SQLite.
     writes_with: bool = False
-    #: The head as this transaction's last sequenced write left it (see `EventLog._finish`),
-    #: so the next write in the same transaction need not read it; None: read it.
-    head_cache: HeadState | None = None
-    #: Ids looked up with the lease (`EventLog.run(..., ids=)`) and which of them the log holds,
-    #: id -> (content_digest, seq), kept current as this transaction appends; a write of only
-    #: these ids needs no look-up of its own. None: look up.
-    looked_up: tuple[frozenset[str], dict[str, tuple[bytes, int]]] | None = None
 
     def sync(self) -> None:
         """Make every statement sent so far have run (and raise its error, if any): a no-op
@@ -197,70 +171,6 @@ class Tx(ABC):
                 _upsert_sql(table, tuple(columns), tuple(key), update, 1), rows[whole:]
             )
 
-    #: The head row as the sequencer needs it (see `HeadState`).
-    HEAD_SQL = (
-        "SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms FROM plaudit_head "
-        "WHERE one = 1"
-    )
-
-    def held(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        """(id, content_digest, seq) of the events holding `ids` (at most 500), by the id
-        index: the backend words it so its planner cannot choose a scan of the log."""
-        marks = ",".join("?" * len(ids))
-        return self.fetchall(
-            f"SELECT id, content_digest, seq FROM plaudit_events WHERE id IN ({marks})", ids
-        )
-
-    def head_state(self) -> HeadState:
-        """The head row as this transaction sees it (no lock; nothing pending is reported)."""
-        row = self.fetchone(self.HEAD_SQL)
-        assert row is not None
-        return _head_state(row, False)
-
-    def head_for_sequencing(self, ids: Sequence[str] | None = None) -> HeadState:
-        """The head row under the lease, with whether intake is pending (and, on backends
-        that save a round trip by it, which of `ids` are committed)."""
-        return self.head_state()
-
-    def current_head(self) -> HeadState:
-        """The head for the next sequenced write of this transaction."""
-        cached = self.head_cache
-        return cached if cached is not None else self.head_for_sequencing()
-
-    def insert_events(
-        self,
-        rows: list[Sequence[Any]],
-        head: Sequence[Any],
-        marks: Mapping[str, tuple[int, int]] | None = None,
-    ) -> bool:
-        """Insert sequenced event rows, move the head row to `head` (seq, hash, tree_size,
-        frontier) and record `marks`, the projections' states after these events (name ->
-        (version, applied_seq)); returns whether intake is pending now (never, without an
-        intake)."""
-        from plaudit.store.schema import EVENT_COLUMNS
-
-        self.copy_rows("plaudit_events", EVENT_COLUMNS, rows)
-        self.move_head(head)
-        if marks:
-            self.write_marks(marks)
-        return False
-
-    def write_marks(self, marks: Mapping[str, tuple[int, int]]) -> None:
-        """Record projections' states: name -> (version, applied_seq)."""
-        self.upsert(
-            "plaudit_projections",
-            MARK_COLUMNS,
-            MARK_TYPES,
-            [(name, ver, applied) for name, (ver, applied) in marks.items()],
-            key=("name",),
-        )
-
-    def move_head(self, head: Sequence[Any]) -> None:
-        self.execute(
-            "UPDATE plaudit_head SET seq = ?, hash = ?, tree_size = ?, frontier = ? WHERE one = 1",
-            head,
-        )
-
     @abstractmethod
     def columns(self, table: str) -> set[str]:
         """The column names of a table of the log's schema."""
@@ -287,8 +197,14 @@ class Backend(ABC):
 
     dialect: Dialect
     url: str
+    #: The statements the sequencer runs, in this dialect's words.
+    ops: LogOps
 
-    def __init__(self) -> None:
+    def __init__(self, deadline_s: float | None = None) -> None:
+        from plaudit.store.deadlines import deadline_from
+
+        #: The longest any wait of this store lasts (`plaudit.store.deadlines`).
+        self.deadline_s = deadline_from(deadline_s)
         self._local = threading.local()
         self._all: list[Any] = []
         self._spare: list[Any] = []
@@ -363,40 +279,31 @@ class Backend(ABC):
             self._spare.extend(opened)
             return len(self._spare)
 
-    #: True when appends that find the write lock taken can be made durable in the intake
-    #: table and sequenced by whoever holds it (see docs/log.md, "How an append flows").
-    has_intake: bool = False
-
     @abstractmethod
     @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self, *, flush: bool = True) -> Iterator[Tx]:
         """A transaction holding the log's write lock (the sequencer lease) from its first
-        statement, across threads, processes and hosts; commits on success."""
-
-    @contextmanager
-    def write_unflushed(self) -> Iterator[Tx]:
-        """`write()`, but its commit may return before it reaches stable storage, as long as
-        the next flushed commit makes it durable too (a log synced in order) and a killed
-        process keeps it. A backend that cannot do this safely gives a plain `write()`."""
-        with self.write() as tx:
-            yield tx
-
-    @contextmanager
-    def try_write(self) -> Iterator[Tx | None]:
-        """`write()` if the lease is free right now, else None (and no transaction)."""
-        with self.write() as tx:
-            yield tx
+        statement, across threads, processes and hosts; commits on success. `flush=False`: the
+        commit may return before it reaches stable storage, as long as the next flushed commit
+        makes it durable too and a killed process keeps it (SQLite's WAL, synced in order);
+        a backend that cannot do that safely flushes anyway. Waits at most the deadline."""
 
     @abstractmethod
     def in_write(self) -> bool:
         """True while this thread is inside a write transaction of this backend."""
 
-    @contextmanager
-    def intake(self, *, single: bool = False, relaxed: bool = False) -> Iterator[Tx]:
-        """A plain write transaction without the lease, for the intake table (`single`: the
-        caller runs one statement, which may then be its own transaction)."""
-        raise NotImplementedError(f"{self.dialect} has no intake")
-        yield  # pragma: no cover
+    def file(self) -> str | None:
+        """The database file, for a process of its own to read (None: there is none)."""
+        return None
+
+    def make_durable(self) -> None:
+        """Make every commit so far durable (after unflushed ones); a no-op where every commit
+        is flushed."""
+        return None
+
+    @abstractmethod
+    def sequencer(self, core: Sequencing) -> Sequencer:
+        """This backend's implementation of the seam every write goes through."""
 
     @abstractmethod
     @contextmanager

@@ -18,10 +18,9 @@ import logging
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from plaudit.errors import ConfigError, PlauditError
-from plaudit.store.merkle import CompactRange
 
 if TYPE_CHECKING:
     # Imported where used: `cryptography` costs a shell hook's emit tens of milliseconds, and
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from plaudit.store.backend import Backend, Tx
     from plaudit.store.checkpoints import Checkpoint
     from plaudit.store.keys import LogKey
+    from plaudit.store.ops import HeadState
 
 _log = logging.getLogger("plaudit.checkpoints")
 
@@ -36,26 +36,6 @@ ENV_EVERY = "PLAUDIT_CHECKPOINT_EVERY"
 ENV_SECONDS = "PLAUDIT_CHECKPOINT_SECONDS"
 DEFAULT_EVERY = 1000
 DEFAULT_SECONDS = 60.0
-
-
-class HeadState(NamedTuple):
-    """The head row as the sequencer reads it under the lease."""
-
-    seq: int
-    hash: bytes
-    pending: bool
-    tree_size: int
-    frontier: bytes
-    checkpoint_size: int
-    checkpoint_ms: int
-    #: When the sequencer asked for them: the given ids already committed, id -> (digest, seq),
-    #: read in the same statement (a round trip fewer on PostgreSQL).
-    known: dict[str, tuple[bytes, int]] | None = None
-
-    def compact_range(self) -> CompactRange:
-        return CompactRange(
-            self.tree_size, [self.frontier[i : i + 32] for i in range(0, len(self.frontier), 32)]
-        )
 
 
 def _env_number(env: Mapping[str, str], name: str, default: float, kind: type) -> Any:
@@ -187,22 +167,26 @@ class Checkpointer:
             return True
         return bool(self.seconds) and now_ms - head.checkpoint_ms >= self.seconds * 1000
 
-    def maybe_sign(self, tx: Tx, head: HeadState, size: int, root: bytes, now_ms: int) -> None:
-        """Sign a checkpoint when one is due; a store without a key just goes without."""
+    def maybe_sign(
+        self, tx: Tx, head: HeadState, size: int, root: bytes, now_ms: int
+    ) -> tuple[int, int] | None:
+        """Sign a checkpoint when one is due; returns the head's new (checkpoint size, time),
+        or None. A store without a key just goes without."""
         if not self.every and not self.seconds:
-            return
+            return None
         if not self.due(head, size, now_ms):
             self._prepare_ahead(head, size)
-            return
+            return None
         if self._no_key is not None:
-            return
+            return None
         try:
             key = self.key()
         except ConfigError as exc:
             self._no_key = str(exc)
             _log.warning("automatic checkpoints are off for %s: %s", self.backend.url, exc)
-            return
+            return None
         self.sign(tx, key, size, root, now_ms)
+        return size, now_ms
 
     def sign(self, tx: Tx, key: LogKey, size: int, root: bytes, now_ms: int) -> Checkpoint:
         """Store a checkpoint of the tree of `size` leaves in this transaction; it reaches the
@@ -219,7 +203,6 @@ class Checkpointer:
             "UPDATE plaudit_head SET checkpoint_size = ?, checkpoint_ms = ? WHERE one = 1",
             (size, now_ms),
         )
-        tx.head_cache = None  # the head row changed under it
         with self._lock:
             self._pending.setdefault(threading.get_ident(), []).append(ck)
         return ck
@@ -229,15 +212,21 @@ class Checkpointer:
         with self._lock:
             self._pending.pop(threading.get_ident(), None)
 
-    def flush(self) -> list[str]:
+    def flush(self, *, flushed: bool = True) -> list[str]:
         """Copy committed checkpoints to every witness; returns the problems (logged too).
 
-        A witness that cannot be written does not undo the append that triggered it: the
-        events are committed. `plaudit log verify` reports a missing or forked witness."""
+        Only a prefix of the log that is on disk is published: after a commit that did not
+        wait for the disk (`flushed=False`), the backend makes it durable first, so a power
+        cut can never leave a witness holding a checkpoint the log lost
+        (`tests/test_trust.py::test_a_power_cut_never_leaves_a_witness_ahead`). A witness
+        that cannot be written does not undo the append that triggered it: the events are
+        committed. `plaudit log verify` reports a missing or forked witness."""
         with self._lock:
             pending = self._pending.pop(threading.get_ident(), [])
         if not pending:
             return []
+        if not flushed:
+            self.backend.make_durable()
         from plaudit.store.witness import write_witness
 
         problems: list[str] = []
@@ -271,4 +260,4 @@ def stored_checkpoints(tx: Tx, *, after: int = 0, upto: int | None = None) -> li
     return out
 
 
-__all__ = ["Checkpointer", "HeadState", "stored_checkpoints"]
+__all__ = ["Checkpointer", "stored_checkpoints"]

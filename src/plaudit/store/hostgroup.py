@@ -48,15 +48,21 @@ from typing import Any
 import msgspec
 
 from plaudit.events import Prepared
+from plaudit.store.deadlines import process_state
 
 #: Bumped when the frames change: a leader and a follower of different versions do not talk.
-PROTOCOL = 1
+PROTOCOL = 2
 ENV = "PLAUDIT_HOST_GROUP"
 #: A follower that found no leader (or lost one) writes for itself, and asks again after this.
 RETRY_S = 0.05
-#: A follower gives up on a leader that has not answered a call in this long and writes the
-#: call itself (the leader may be waiting for the lease behind a stuck writer).
-ANSWER_S = 30.0
+#: A follower whose leader did not answer a call within the store's deadline writes for
+#: itself and checks the leader this often in the background (a stopped leader's socket still
+#: accepts connections: only an answer proves it is back). A stopped leader so costs a
+#: follower the deadline once, not on every call.
+PROBE_S = 1.0
+#: While it waits for an answer, a follower checks this often whether the leader's process
+#: was stopped; one that was is given up on at once.
+ANSWER_POLL_S = 0.05
 #: The most bytes one frame may carry (a follower's oversize call is written locally).
 FRAME_LIMIT = 64 << 20
 _LEN = struct.Struct("!I")
@@ -108,6 +114,24 @@ def _runtime_dir() -> Path:
     return path
 
 
+def _name_of(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def lock_path(key: str) -> Path:
+    """The lock file whose holder leads the processes of this host for store `key`."""
+    return _runtime_dir() / f"{_name_of(key)}.lock"
+
+
+def _holder_pid(lock: Path) -> int:
+    """The pid the leader wrote into its lock file (0: unknown)."""
+    try:
+        text = lock.read_text().strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
 def _frame(obj: Any) -> bytes:
     body = msgspec.msgpack.encode(obj)
     return _LEN.pack(len(body)) + body
@@ -140,8 +164,15 @@ class _Call(msgspec.Struct, array_like=True):
 class HostGroup:
     """This process's part in its host's group commit for one store: leader or follower."""
 
-    def __init__(self, key: str, fingerprint: Callable[[], str], commit: Commit) -> None:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    def __init__(
+        self, key: str, deadline_s: float, fingerprint: Callable[[], str], commit: Commit
+    ) -> None:
+        digest = _name_of(key)
+        self._deadline_s = deadline_s
+        #: Set while the leader failed to answer within the deadline (see PROBE_S).
+        self._suspect = False
+        #: The leader's pid, from its greeting (same host: its state can be read).
+        self._leader_pid = 0
         self._name = digest
         self._fingerprint = fingerprint
         self._commit = commit
@@ -155,6 +186,22 @@ class HostGroup:
         self._usable = True
         self._closed = False
 
+    def submit(self, prepared: list[Prepared], on_conflict: str) -> Any:
+        """This call's outcome through the host's group commit: a `BatchResult`, or the
+        exception the write raised; None: write it yourself (no leader answers, or this
+        process leads alone)."""
+        from plaudit.store.idempotency import AppendResult, BatchResult
+
+        if self.leading:
+            return self.submit_local(prepared, on_conflict)
+        try:
+            triples = self.forward(prepared, on_conflict)
+        except Exception as exc:
+            return exc
+        if triples is None:
+            return None
+        return BatchResult([AppendResult(i, s, st) for i, s, st in triples])
+
     # -- follower side --------------------------------------------------------------------
     def forward(self, prepared: list[Prepared], on_conflict: str) -> list[Any] | None:
         """Send one append call to the host leader and return its answer: (id, seq, status)
@@ -162,7 +209,7 @@ class HostGroup:
         process leads, no leader answers, or it went away mid-call)."""
         if os.getpid() != self._pid:
             self._after_fork()
-        if self._closed or not self._usable or self._server is not None:
+        if self._closed or not self._usable or self._server is not None or self._suspect:
             return None
         sock = getattr(self._local, "sock", None)
         if sock is None:
@@ -170,8 +217,14 @@ class HostGroup:
             if sock is None:
                 return None
         try:
+            sock.settimeout(self._deadline_s)
             sock.sendall(_frame(_Call(on_conflict, prepared)))
+            self._await_answer(sock, self._deadline_s)
             kind, value = _read_frame(sock)
+        except TimeoutError:
+            self._drop(sock)
+            self._distrust()
+            return None
         except (OSError, ConnectionError, ValueError, msgspec.DecodeError):
             self._drop(sock)
             return None
@@ -184,6 +237,71 @@ class HostGroup:
 
             raise ConflictError(value)
         return None  # the leader's write failed for a reason of its own: try it here
+
+    def _await_answer(self, sock: socket.socket, timeout: float) -> None:
+        """Wait until the leader's answer starts to arrive: at most `timeout`, and not at all
+        once the leader's process is seen stopped (SIGSTOP). Raises TimeoutError."""
+        import select
+
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if select.select([sock], [], [], min(ANSWER_POLL_S, left))[0]:
+                sock.settimeout(max(left, 0.001))
+                return
+            if self._leader_pid and process_state(self._leader_pid) == "stopped":
+                raise TimeoutError
+
+    def _distrust(self) -> None:
+        """The leader did not answer in time (stopped?): write for ourselves until a probe in
+        the background finds it answering again."""
+        with self._lock:
+            if self._suspect:
+                return
+            self._suspect = True
+        threading.Thread(target=self._probe, name="plaudit-leader-probe", daemon=True).start()
+
+    def _probe(self) -> None:
+        while not self._closed:
+            time.sleep(PROBE_S)
+            try:
+                sock = self._handshake(min(PROBE_S, self._deadline_s))
+            except TimeoutError:
+                continue
+            if sock is not None:
+                sock.close()
+                self._suspect = False
+                return
+            with self._lock:  # the leader may be gone (its lock free): lead, or follow anew
+                if self._server is None and self._try_lead(_runtime_dir()):
+                    self._suspect = False
+                    return
+
+    def _handshake(self, timeout: float) -> socket.socket | None:
+        """A connection to the leader that answered the greeting within `timeout` (None: no
+        leader listens); raises TimeoutError when one accepted but did not answer (a
+        stopped leader's socket still accepts: its pid, from the lock file, tells sooner)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._leader_pid = _holder_pid(_runtime_dir() / f"{self._name}.lock")
+            sock.settimeout(timeout)
+            sock.connect(str(_runtime_dir() / f"{self._name}.sock"))
+            sock.sendall(_frame((PROTOCOL, self._fingerprint())))
+            self._await_answer(sock, timeout)
+            ok, self._leader_pid = _read_frame(sock)
+        except TimeoutError:
+            sock.close()
+            raise
+        except (OSError, ConnectionError, ValueError, TypeError, msgspec.DecodeError):
+            sock.close()
+            return None
+        if ok != "ok":
+            sock.close()
+            self._usable = False  # this leader will not take our calls: write for ourselves
+            return None
+        return sock
 
     def _connect(self) -> socket.socket | None:
         now = time.monotonic()
@@ -200,18 +318,12 @@ class HostGroup:
                 return None
         if self._server is not None:
             return None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.settimeout(ANSWER_S)
-            sock.connect(str(where / f"{self._name}.sock"))
-            sock.sendall(_frame((PROTOCOL, self._fingerprint())))
-            ok = _read_frame(sock)
-        except (OSError, ConnectionError, ValueError, msgspec.DecodeError):
-            sock.close()
+            sock = self._handshake(self._deadline_s)
+        except TimeoutError:
+            self._distrust()
             return None
-        if ok != "ok":
-            sock.close()
-            self._usable = False  # this leader will not take our calls: write for ourselves
+        if sock is None:
             return None
         self._local.sock = sock
         return sock
@@ -257,6 +369,9 @@ class HostGroup:
             self._usable = False
             return False
         self._lock_fd = fd
+        with contextlib.suppress(OSError):  # followers read who leads, to tell it is stopped
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._server = _Server(listener, path, self._fingerprint, self._commit)
         self._server.start()
         return True
@@ -264,6 +379,11 @@ class HostGroup:
     @property
     def leading(self) -> bool:
         return self._server is not None
+
+    @property
+    def alone(self) -> bool:
+        """Leading with no follower connected."""
+        return self._server is not None and not self._server.followers
 
     @property
     def grouping(self) -> bool:
@@ -447,7 +567,7 @@ class _Server:
                 if sock not in greeted:
                     version, fingerprint = msgspec.msgpack.decode(body)
                     same = version == PROTOCOL and fingerprint == self._fingerprint()
-                    sock.sendall(_frame("ok" if same else "refused"))
+                    sock.sendall(_frame(("ok" if same else "refused", os.getpid())))
                     if not same:
                         return False
                     greeted.add(sock)

@@ -2,18 +2,23 @@
 
 The write lock (the sequencer lease) is a transaction-level advisory lock scoped to the schema
 in use, taken by a transaction's first statement. Appends that find it taken go to the intake
-table instead, whose commits need no lock and run concurrently; the lease holder sequences them
-(see docs/log.md). The head row is still read `FOR UPDATE` under the lease, which keeps a
-process of an older plaudit, that knows only that lock, in line.
+table instead, whose commits need no lock and run concurrently; whoever holds the lease next
+sequences them (`plaudit.store.postgres_sequencer`). The head row is still read `FOR UPDATE`
+under the lease, which keeps a process of an older plaudit, that knows only that lock, in line.
+
+Every session names its process (`application_name = plaudit <pid>@<host>`), so a waiter that
+reaches its deadline can name the holder; a sequencing transaction sets its own lock and idle
+timeouts (`PostgresOps.set_deadlines`).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from plaudit.errors import (
     BackendUnavailableError,
@@ -22,124 +27,46 @@ from plaudit.errors import (
     StoreNotFoundError,
     ValidationError,
 )
-from plaudit.store.backend import (
-    DIALECT_WORDS,
-    MARK_COLUMNS,
-    MARK_TYPES,
-    Backend,
-    HeadMoved,
-    Tx,
-    _head_state,
-    upsert_clause,
-)
-from plaudit.store.schema import EVENT_COLUMNS, INTAKE_COLUMNS
+from plaudit.store import deadlines
+from plaudit.store.backend import DIALECT_WORDS, Backend, Tx, upsert_clause
+from plaudit.store.ops import HeadState
+from plaudit.store.postgres_ops import EVENTS_UNNEST, LEASE_KEY, PUMP_KEY, PostgresOps, as_columns
+from plaudit.store.schema import EVENT_COLUMNS
 
 if TYPE_CHECKING:
-    from plaudit.store.checkpointing import HeadState
+    from plaudit.store.sequencer import Sequencer
+    from plaudit.store.sequencing import Sequencing
 
-#: Which taken intake ids the log already holds, probed by index one row at a time: a plain
-#: join was planned as a scan of the whole log whenever the intake's statistics were stale.
-_KNOWN_JOIN = (
-    "LEFT JOIN LATERAL (SELECT content_digest, seq FROM plaudit_events WHERE id = t.id "
-    "OFFSET 0) e ON true"  # OFFSET 0: kept a per-row probe, never flattened into a join
-)
-#: The oldest pending append calls, whole: `= ANY(ARRAY(...))` is looked up in the batch
-#: index, where `IN (subquery)` was planned as a scan of the intake, dead rows included.
-#: Whether any intake is pending, found in the primary key: `EXISTS (SELECT 1 FROM ...)` read
-#: the table's heap from the start, through every row that passes had deleted since vacuum.
-_INTAKE_PENDING = "((SELECT n FROM plaudit_intake ORDER BY n LIMIT 1) IS NOT NULL)"
-#: The head as the statement's snapshot saw it. A statement that takes the lease reads the head
-#: row FOR UPDATE, which returns its latest version, but its other reads (which ids the log
-#: holds) use the snapshot taken when the statement began, before the lease: a sequencer that
-#: committed in between is missing from them. Every sequencing commit moves the head, so a
-#: snapshot head equal to the locked one means nothing was missed; otherwise those reads are
-#: repeated under the lease (`_known_now`).
-_SNAPSHOT_HEAD = "(SELECT seq FROM plaudit_head WHERE one = 1)"
-_TAKE_BATCHES = "batch = ANY(ARRAY(SELECT batch FROM plaudit_intake ORDER BY n LIMIT %s))"
-#: The log's row `e` (id, content_digest, seq) holding the id of row `i`, probed in the id
-#: index (OFFSET 0: a probe per id, never planned as a join). `id = ANY(...)` or a plain join
-#: let the plan that psycopg prepares at a statement's fifth use be a scan of the whole log:
-#: planned while the log was new and never analysed, it stayed a scan as the log grew, so every
-#: append of a fresh store read every event before it until autovacuum analysed the table
-#: (`tests/test_log_expected_head.py::test_appends_never_scan_the_log`).
-_EVENT_OF_I = "(SELECT id, content_digest, seq FROM plaudit_events WHERE id = i.id OFFSET 0) e"
-#: The log's rows holding the ids of text-array parameter `%s`.
-_HELD = f"unnest(%s::text[]) AS i(id) CROSS JOIN LATERAL {_EVENT_OF_I}"
-#: For each row `i` of a FROM list, the log's row `e` holding its id (NULLs when none does).
-_PROBE_EVENTS = f"LEFT JOIN LATERAL {_EVENT_OF_I} ON true"
-#: Which of the ids in parameter `%s` the log holds, as one array of (id, hex digest, seq),
-#: read in the statement that takes the lease (see `_known`).
-_KNOWN_IDS = (
-    f"(SELECT array_agg(ARRAY[e.id, encode(e.content_digest, 'hex'), e.seq::text]) FROM {_HELD})"
-)
+#: Intake rows a pass took with the lease, and which of their ids the log already holds.
+Taken = tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]]
+
+
+class HeadMoved(Exception):
+    """A transaction that went ahead on the head this process last wrote found it had moved
+    (or intake pending, an id held): it was rolled back, nothing written. The sequencer then
+    reads the head and writes as usual."""
+
+
+class Lease(NamedTuple):
+    """A sequencing transaction: the lease held, the head read under it, the intake taken,
+    and which of the ids asked for the log holds (None: not asked)."""
+
+    tx: PostgresTx
+    head: HeadState
+    taken: Taken
+    held: dict[str, tuple[bytes, int]] | None = None
+
+
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 #: Up to this many rows go in one multi-row INSERT rather than a COPY.
 SMALL_INSERT = 64
 #: Parameters per multi-row INSERT where COPY cannot be used (the protocol allows 65,535).
 PIPELINE_INSERT_PARAMS = 20_000
-
-#: Each stored column's PostgreSQL type, for statements that cast parameters.
-_COLUMN_TYPES = {
-    **dict.fromkeys(("seq", "ts_ms"), "bigint"),
-    **dict.fromkeys(("id", "type", "session_id", "source", "payload", "meta", "batch"), "text"),
-    **dict.fromkeys(("content_digest", "hash"), "bytea"),
-    "strict": "boolean",
-}
-#: The rows `intake_put` takes in, in INTAKE_COLUMNS order: one row, or columns as arrays.
-_INTAKE_TYPES = tuple(_COLUMN_TYPES[c] for c in INTAKE_COLUMNS)
-_INTAKE_ONE = "VALUES (" + ", ".join(f"%s::{t}" for t in _INTAKE_TYPES) + ")"
-#: Event rows as column arrays (EVENT_COLUMNS order): the statement's text is the same for
-#: any number of rows, so the driver parses it once, where a multi-row VALUES list is parsed
-#: anew per row count (most of a small sequencing pass's driver time).
-_EVENT_TYPES = tuple(_COLUMN_TYPES[c] for c in EVENT_COLUMNS)
-_EVENTS_UNNEST = (
-    f"INSERT INTO plaudit_events ({','.join(EVENT_COLUMNS)}) "
-    "SELECT * FROM unnest(" + ", ".join(f"%b::{t}[]" for t in _EVENT_TYPES) + ")"
-)
-_INTAKE_MANY = "SELECT * FROM unnest(" + ", ".join(f"%s::{t}[]" for t in _INTAKE_TYPES) + ")"
-
-#: Joined into a lone intake statement (its own transaction) to commit it without waiting for
-#: the WAL flush; see `PostgresBackend.intake`.
-_RELAXED_JOIN = " CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
-
-#: The sequencer lease: one advisory lock per schema, released when its transaction ends.
-_LEASE_KEY = "hashtext('plaudit.sequencer'), hashtext(current_schema())"
-LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({_LEASE_KEY})) lease"
-TRY_LEASE_SQL = f"SELECT pg_try_advisory_xact_lock({_LEASE_KEY})"
-#: The lease, if the head is still exactly the one this process wrote last, no intake is
-#: pending and none of the ids in `%s` is in the log; otherwise it divides by zero, which aborts
-#: the transaction (no statement of plaudit's divides otherwise). It needs no answer, so a
-#: group's whole transaction goes in one round trip (`try_sequence`).
-_EXPECT_HEAD = (
-    "SELECT 1 / COALESCE((SELECT CASE WHEN (h.seq, h.hash, h.tree_size, h.frontier, "
-    "h.checkpoint_size, h.checkpoint_ms) IS NOT DISTINCT FROM (%s::bigint, %s::bytea, "
-    "%s::bigint, %s::bytea, %s::bigint, %s::bigint) "
-    f"AND {_SNAPSHOT_HEAD} = h.seq AND NOT {_INTAKE_PENDING} "
-    f"AND NOT EXISTS (SELECT 1 FROM {_HELD}) THEN 1 ELSE 0 END "
-    f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
-    "FOR UPDATE OF h), 0)"
-)
-#: Fails at once (no table): queued after an error of plaudit's own inside a pipeline's
-#: implicit transaction, so that its Sync rolls back instead of committing what was sent. Its
-#: error is expected and dropped; the caller's exception is the one raised.
-_ABORT = "SELECT 1 / 0"
-#: The pump's own lock (see plaudit.store.relay): a session lock, so it lasts across passes and
-#: dies with its connection.
-_PUMP_KEY = "hashtext('plaudit.pump'), hashtext(current_schema())"
+LEASE_SQL = f"SELECT 1 FROM (SELECT pg_advisory_xact_lock({LEASE_KEY})) lease"
 
 
 def _columns(alias: str, names: Sequence[str]) -> str:
     return ", ".join(f"{alias}.{n}" for n in names)
-
-
-def _as_columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """Rows as one list per column, for an `unnest` of arrays."""
-    return [list(col) for col in zip(*rows, strict=True)]
-
-
-def _known(agg: Sequence[Sequence[str]] | None) -> dict[str, tuple[bytes, int]]:
-    """`_KNOWN_IDS`'s answer as id -> (content_digest, seq)."""
-    return {i: (bytes.fromhex(d), int(s)) for i, d, s in (agg or [])}
 
 
 @lru_cache(maxsize=64)
@@ -169,7 +96,7 @@ def _translated() -> Iterator[None]:
     try:
         yield
     except psycopg.errors.DivisionByZero:
-        raise  # `_EXPECT_HEAD`'s refusal, not the input's fault
+        raise  # `PostgresOps.expect_head`'s refusal (or `ABORT`), not the input's fault
     except psycopg.DataError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValidationError("value", f"the database cannot store it: {first}") from None
@@ -186,12 +113,10 @@ class PostgresTx(Tx):
         self.conn = conn
         self.cur = conn.cursor()
         self.unique_violation = (psycopg.errors.UniqueViolation,)
-        #: Inside a sequencing transaction sent in pipeline mode (see `try_sequence`):
+        #: Inside a sequencing transaction sent in pipeline mode (see `PostgresBackend.lease`):
         #: statements whose results nobody reads travel with the next one that is read.
         self.pipelined = False
         self.pipeline: Any = None
-        #: Intake commits need not wait for the WAL flush (see `PostgresBackend.intake`).
-        self.relaxed = False
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         cur = self.conn.cursor()
@@ -238,214 +163,13 @@ class PostgresTx(Tx):
         # ::json (not ::jsonb) parses without building the binary form: twice as fast here.
         return f"({column}::json->>'{name}')::{'bigint' if cast == 'int' else 'text'}"
 
-    # -- the intake table (see plaudit.store.log) -----------------------------------------
-    def intake_put(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """Take in rows (INTAKE_COLUMNS order) in one statement, except ids already sequenced
-        or pending. Returns, per row: (id, sequenced digest, sequenced seq, pending digest,
-        inserted). A pending digest of None on a row not inserted means another appender
-        committed that id while this statement ran (see `intake_digests`)."""
-        if not rows:
-            return []
-        names = ", ".join(INTAKE_COLUMNS)
-        if len(rows) == 1:  # the common case: plain parameters, no arrays to build
-            source = _INTAKE_ONE
-            params: Sequence[Any] = rows[0]
-            # A new id (nearly every call) needs only the insert; what holds the id already
-            # is looked up (below) only when the insert did not happen.
-            cur = self.conn.cursor()
-            cur.execute(
-                f"INSERT INTO plaudit_intake ({names}) SELECT {_columns('i', INTAKE_COLUMNS)} "
-                f"FROM ({source}) AS i ({names})"
-                + (_RELAXED_JOIN if self.relaxed else "")
-                + " WHERE NOT EXISTS (SELECT 1 FROM plaudit_events e WHERE e.id = i.id OFFSET 0) "
-                "ON CONFLICT (id) DO NOTHING RETURNING id",
-                params,
-            )
-            if cur.fetchone() is not None:
-                return [(rows[0][0], None, None, None, True)]
-        else:
-            source = _INTAKE_MANY
-            params = [list(c) for c in zip(*rows, strict=True)]
-        cur = self.conn.cursor()
-        cur.execute(
-            f"WITH input ({names}) AS ({source}), "
-            f"held AS (SELECT i.*, e.content_digest AS held_digest, e.seq AS held_seq "
-            f"FROM input i {_PROBE_EVENTS}), "
-            f"ins AS (INSERT INTO plaudit_intake ({names}) SELECT {names} FROM held "
-            "WHERE held_seq IS NULL ON CONFLICT (id) DO NOTHING RETURNING id) "
-            "SELECT h.id, h.held_digest, h.held_seq, q.content_digest, "
-            "EXISTS (SELECT 1 FROM ins WHERE ins.id = h.id) FROM held h "
-            "LEFT JOIN LATERAL (SELECT content_digest FROM plaudit_intake WHERE id = h.id "
-            "OFFSET 0) q ON true" + (_RELAXED_JOIN if self.relaxed else ""),
-            params,
-        )
-        return [
-            (
-                r[0],
-                None if r[1] is None else bytes(r[1]),
-                r[2],
-                None if r[3] is None else bytes(r[3]),
-                r[4],
-            )
-            for r in cur.fetchall()
-        ]
-
-    def sequenced(self, ids: list[str]) -> tuple[dict[str, tuple[bytes, int]], set[str]]:
-        """(id -> (digest, seq) for sequenced ids, ids still pending in intake): one trip."""
-        cur = self.conn.cursor()
-        cur.execute(
-            "SELECT i.id, e.content_digest, e.seq, "
-            "EXISTS (SELECT 1 FROM plaudit_intake q WHERE q.id = i.id OFFSET 0) "
-            f"FROM unnest(%s::text[]) AS i(id) {_PROBE_EVENTS}",
-            (ids,),
-        )
-        found: dict[str, tuple[bytes, int]] = {}
-        pending: set[str] = set()
-        for id_, digest, seq, waiting in cur.fetchall():
-            if digest is not None:
-                found[id_] = (bytes(digest), int(seq))
-            elif waiting:
-                pending.add(id_)
-        return found, pending
-
-    def notify(self, channel: str, payloads: Sequence[str]) -> None:
-        """Publish a sequencing pass's results; delivered only if this transaction commits."""
-        if payloads:
-            self.conn.cursor().execute(
-                "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (channel, list(payloads))
-            )
-
-    def intake_digests(self, ids: list[str]) -> dict[str, bytes]:
-        cur = self.conn.cursor()
-        cur.execute(
-            "SELECT q.id, q.content_digest FROM unnest(%s::text[]) AS k(id) CROSS JOIN LATERAL "
-            "(SELECT id, content_digest FROM plaudit_intake WHERE id = k.id OFFSET 0) q",
-            (ids,),
-        )
-        return {r[0]: bytes(r[1]) for r in cur.fetchall()}
-
-    def intake_pending(self) -> bool:
-        cur = self.conn.cursor()
-        cur.execute(f"SELECT {_INTAKE_PENDING}")
-        return bool(cur.fetchone()[0])
-
-    def intake_take_known(
-        self, limit: int
-    ) -> tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]]:
-        """`intake_take`, and which of the taken ids the log already holds (id -> (digest,
-        seq)), in the same statement."""
-        cols = ", ".join(INTAKE_COLUMNS)
-        cur = self.conn.cursor()
-        cur.execute(
-            f"WITH t AS (DELETE FROM plaudit_intake WHERE {_TAKE_BATCHES} "
-            f"RETURNING n, {cols}) "
-            "SELECT t.*, e.content_digest, e.seq FROM t "
-            f"{_KNOWN_JOIN} ORDER BY t.n",
-            (limit,),
-        )
-        rows: list[tuple[Any, ...]] = []
-        known: dict[str, tuple[bytes, int]] = {}
-        for row in cur.fetchall():
-            rows.append(row[:-2])
-            if row[-2] is not None:
-                known[row[1]] = (bytes(row[-2]), int(row[-1]))
-        return rows, known
-
-    #: What `take_if_leased` took, for the caller's first sequencing chunk.
-    taken: tuple[list[tuple[Any, ...]], dict[str, tuple[bytes, int]]] | None = None
-
-    def take_if_leased(self, limit: int) -> HeadState | None:
-        """The lease, the head row and up to `limit` pending intake rows (with which of their
-        ids the log holds), all in one statement: a sequencing pass's whole first half.
-        The rows land in `self.taken`."""
-        cols = ", ".join(INTAKE_COLUMNS)
-        cur = self.conn.cursor()
-        cur.execute(
-            "WITH h AS (SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms "
-            f"FROM plaudit_head WHERE one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
-            "FOR UPDATE), "
-            f"t AS (DELETE FROM plaudit_intake WHERE EXISTS (SELECT 1 FROM h) AND {_TAKE_BATCHES} "
-            f"RETURNING n, {cols}) "
-            f"SELECT {_SNAPSHOT_HEAD}, h.*, t.*, e.content_digest, e.seq FROM h "
-            f"LEFT JOIN t ON true {_KNOWN_JOIN} ORDER BY t.n",
-            (limit,),
-        )
-        got = cur.fetchall()
-        if not got:
-            return None
-        rows: list[tuple[Any, ...]] = []
-        known: dict[str, tuple[bytes, int]] = {}
-        for row in got:
-            if row[7] is None:  # the head alone: nothing pending
-                continue
-            rows.append(row[7:-2])
-            if row[-2] is not None:
-                known[row[8]] = (bytes(row[-2]), int(row[-1]))
-        if rows and got[0][0] != got[0][1]:
-            known = self._known_now([r[1] for r in rows])
-        self.taken = (rows, known)
-        return _head_state(got[0][1:7], False)
-
-    def held(self, ids: Sequence[str]) -> list[tuple[Any, ...]]:
-        cur = self.conn.cursor()
-        cur.execute(f"SELECT e.id, e.content_digest, e.seq FROM {_HELD}", (list(ids),))
-        return cur.fetchall()
-
-    def _known_now(self, ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
-        """Which of `ids` the log holds, read afresh under the lease: for when a statement's
-        snapshot predates the lease it took (see `_SNAPSHOT_HEAD`)."""
-        return {r[0]: (bytes(r[1]), int(r[2])) for r in self.held(ids)}
-
-    def _held(self, row: Sequence[Any], ids: Sequence[str]) -> dict[str, tuple[bytes, int]]:
-        """Which of `ids` the log holds, from a lease statement's row (`_KNOWN_IDS` at 7, the
-        snapshot's head at 8); read again if its snapshot predates the lease it got."""
-        return self._known_now(ids) if row[8] != row[0] else _known(row[7])
-
-    def head_with_lease(self, ids: Sequence[str] | None = None) -> HeadState:
-        """Wait for the lease and read the head row under it, in one statement; with `ids`,
-        also which of them the log holds (`known`)."""
-        cur = self.conn.cursor()
-        if not ids:
-            cur.execute(
-                "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, "
-                f"h.checkpoint_ms, {_INTAKE_PENDING} FROM plaudit_head h WHERE h.one = 1 "
-                f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h"
-            )
-            row = cur.fetchone()
-            return _head_state(row[:6], bool(row[6]))
-        cur.execute(
-            "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            f"{_INTAKE_PENDING}, "
-            f"{_KNOWN_IDS}, {_SNAPSHOT_HEAD} "
-            "FROM plaudit_head h WHERE h.one = 1 "
-            f"AND EXISTS (SELECT pg_advisory_xact_lock({_LEASE_KEY})) FOR UPDATE OF h",
-            (list(ids),),
-        )
-        row = cur.fetchone()
-        return _head_state(row[:6], bool(row[6]))._replace(known=self._held(row, ids))
+    def cursor(self) -> Any:
+        return self.conn.cursor()
 
     def sync(self) -> None:
         if self.pipelined and self.pipeline is not None:
             with _translated():
                 self.pipeline.sync()
-
-    def head_if_leased(self, ids: Sequence[str] | None = None) -> HeadState | None:
-        """Try for the lease and read the head row under it in one statement: None (and no
-        lock waited for) when another transaction holds the lease."""
-        cur = self.conn.cursor()
-        cur.execute(
-            "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            f"{_INTAKE_PENDING}, "
-            f"{_KNOWN_IDS}, {_SNAPSHOT_HEAD} "
-            f"FROM plaudit_head h WHERE h.one = 1 AND pg_try_advisory_xact_lock({_LEASE_KEY}) "
-            "FOR UPDATE OF h",
-            (list(ids or ()),),
-        )
-        row = cur.fetchone()
-        if row is None:
-            return None
-        known = self._held(row, ids) if ids else None
-        return _head_state(row[:6], bool(row[6]))._replace(known=known)
 
     def upsert(
         self,
@@ -466,7 +190,7 @@ class PostgresTx(Tx):
         with _translated():
             self.cur.execute(
                 _upsert_unnest(table, tuple(columns), tuple(types), tuple(key), update),
-                _as_columns(rows),
+                as_columns(rows),
             )
 
     def copy_rows(self, table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> None:
@@ -477,7 +201,7 @@ class PostgresTx(Tx):
                 and tuple(columns) == EVENT_COLUMNS
                 and (len(rows) <= SMALL_INSERT or self.pipelined)
             ):
-                self.cur.execute(_EVENTS_UNNEST, _as_columns(rows))
+                self.cur.execute(EVENTS_UNNEST, as_columns(rows))
                 return
             if len(rows) <= SMALL_INSERT or self.pipelined:  # no COPY in pipeline mode
                 one = "(" + ",".join(["%s"] * len(columns)) + ")"
@@ -491,62 +215,6 @@ class PostgresTx(Tx):
             with self.cur.copy(f"COPY {table} ({','.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
-
-    def head_for_sequencing(self, ids: Sequence[str] | None = None) -> HeadState:
-        # The head row FOR UPDATE (older writers' lock), whether intake is pending and which of
-        # `ids` are committed: one trip.
-        cur = self.conn.cursor()
-        if not ids or len(ids) > 500:
-            cur.execute(
-                "SELECT seq, hash, tree_size, frontier, checkpoint_size, checkpoint_ms, "
-                f"{_INTAKE_PENDING} FROM plaudit_head WHERE one = 1 FOR UPDATE"
-            )
-            row = cur.fetchone()
-            return _head_state(row[:6], bool(row[6]))
-        cur.execute(
-            "SELECT h.seq, h.hash, h.tree_size, h.frontier, h.checkpoint_size, h.checkpoint_ms, "
-            f"{_INTAKE_PENDING}, "
-            f"{_KNOWN_IDS} "
-            "FROM plaudit_head h WHERE h.one = 1 FOR UPDATE OF h",
-            (list(ids),),
-        )
-        row = cur.fetchone()
-        known = _known(row[7])
-        return _head_state(row[:6], bool(row[6]))._replace(known=known)
-
-    def insert_events(
-        self,
-        rows: list[Sequence[Any]],
-        head: Sequence[Any],
-        marks: Mapping[str, tuple[int, int]] | None = None,
-    ) -> bool:
-        """A few rows, the head move and the projections' marks in one statement (a round
-        trip fewer, and a send fewer: psycopg sends each statement as it is executed, holding
-        the interpreter lock), which also says whether intake arrived meanwhile, so the
-        writer can sequence it before it commits."""
-        if len(rows) > SMALL_INSERT:
-            super().insert_events(rows, head, marks)
-            return False if self.pipelined else self.intake_pending()
-        named = list((marks or {}).items())
-        marks_sql = _upsert_unnest("plaudit_projections", MARK_COLUMNS, MARK_TYPES, ("name",), True)
-        with _translated():
-            self.cur.execute(
-                f"WITH ins AS ({_EVENTS_UNNEST} RETURNING 1), "
-                f"marks AS ({marks_sql} RETURNING 1) "
-                # (PostgreSQL runs a data-modifying WITH whether or not the UPDATE reads it.)
-                "UPDATE plaudit_head SET seq = %s, hash = %s, tree_size = %s, frontier = %s "
-                f"WHERE one = 1 RETURNING {_INTAKE_PENDING}",
-                [
-                    *_as_columns(rows),
-                    [n for n, _ in named],
-                    [v for _, (v, _) in named],
-                    [a for _, (_, a) in named],
-                    *head,
-                ],
-            )
-            if self.pipelined:  # the pump sequences late intake; reading this costs a trip
-                return False
-            return bool(self.cur.fetchone()[0])
 
     def columns(self, table: str) -> set[str]:
         return {
@@ -577,9 +245,17 @@ class _OneStatementTx(PostgresTx):
 
 class PostgresBackend(Backend):
     dialect = "postgres"
+    ops: PostgresOps
 
-    def __init__(self, dsn: str, *, schema: str | None = None, create: bool = True) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        create: bool = True,
+        deadline_s: float | None = None,
+    ) -> None:
+        super().__init__(deadline_s)
         #: False: open only an existing store; never create a schema or a table.
         self.create = create
         if schema is not None and not _SCHEMA_RE.match(schema):
@@ -587,14 +263,23 @@ class PostgresBackend(Backend):
         self.dsn = dsn
         self.schema = schema
         self.url = dsn if schema is None else f"{dsn} (schema {schema})"
+        self.ops = PostgresOps()
         self._channel: str | None = None
+        #: The pump's own connection (see `claim_pump`).
+        self._pump_conn: Any = None
 
     def _connect(self) -> Any:
         import psycopg
         import psycopg.errors
 
         try:
-            conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(
+                self.dsn,
+                autocommit=True,
+                connect_timeout=max(2, int(self.deadline_s + 0.999)),
+                # Whoever waits for this session's locks can name its process.
+                application_name=f"plaudit {os.getpid()}@{deadlines.host()}"[:63],
+            )
         except psycopg.OperationalError as exc:
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BackendUnavailableError(f"cannot connect to PostgreSQL: {msg}") from None
@@ -605,12 +290,12 @@ class PostgresBackend(Backend):
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
         if self.schema:
             conn.execute(f'SET search_path TO "{self.schema}"')
+        # Every lock wait of this session ends at the deadline (the lease's holder is named).
+        conn.execute(f"SET lock_timeout = {int(self.deadline_s * 1000)}")
         if not self.create:
             self._require_store(conn)
         # Transactions are explicit (BEGIN/COMMIT below), never psycopg's implicit ones.
         return conn
-
-    has_intake = True
 
     def _idle(self, conn: Any) -> bool:
         from psycopg.pq import TransactionStatus
@@ -637,153 +322,213 @@ class PostgresBackend(Backend):
         )
         raise StoreNotFoundError.at(where, why=why, db=dsn)
 
-    @contextmanager
-    def write(self) -> Iterator[PostgresTx]:
-        with self._transaction(LEASE_SQL) as (tx, _):
-            yield tx
+    def sequencer(self, core: Sequencing) -> Sequencer:
+        from plaudit.store.postgres_sequencer import PostgresSequencer
+
+        return PostgresSequencer(self, core)
 
     @contextmanager
-    def try_write(self) -> Iterator[PostgresTx | None]:
-        with self._transaction(TRY_LEASE_SQL) as (tx, got):
-            yield tx if got else None
-
-    @contextmanager
-    def try_sequence(
-        self,
-        ids: Sequence[str] | None = None,
-        *,
-        take: int | None = None,
-        wait: bool = False,
-        expect: HeadState | None = None,
-    ) -> Iterator[tuple[PostgresTx, HeadState] | None]:
-        """A sequencing transaction if the lease is free, with the head row (and which of
-        `ids` the log holds) read under it; None when it is taken. With `take`, up to that
-        many pending intake rows are taken in the same statement (see `take_if_leased`).
-
-        With `expect` (the head as this process last committed it), nothing is read: the
-        transaction goes ahead on that head, none of `ids` held and no intake pending, and a
-        statement that needs no answer checks all of it under the lease; if any of it is
-        wrong the transaction is rolled back and `HeadMoved` raised, nothing written. So an
-        uncontended writer's transaction is one round trip, where reading the head first
-        takes two.
-
-        Sent in pipeline mode: BEGIN, the lease and the head travel in one round trip, and
-        the writes nobody reads (the rows, the tree, the projection states, the relay's
-        notification) travel with COMMIT. Errors of those writes therefore surface at the
-        commit; they are translated there as they would be at the statement."""
-        import psycopg.errors
+    def write(self, *, flush: bool = True) -> Iterator[PostgresTx]:
+        """A plain transaction under the lease (no head read: schema set-up runs here too).
+        Every commit is flushed (`flush` is SQLite's)."""
+        import psycopg
 
         conn = self.connection()
         self._local.in_write = True
-        head: HeadState | None = None
-        # With `expect` nothing is read before COMMIT, so nothing needs BEGIN either: the
-        # statements a pipeline sends before its Sync are one transaction, which the Sync
-        # commits, or rolls back if any of them failed.
-        implicit = expect is not None
-        #: What failed inside the pipeline, raised once it is left: an exception that escapes
-        #: the pipeline block makes psycopg log a warning for each result it then skips.
-        failure: BaseException | None = None
-        aborted = False  # the server refused a statement, so it skipped the rest
+        idle = max(100, int(self.deadline_s * 500))
+        try:
+            try:  # one round trip: BEGIN, the deadlines and the lease in one simple query
+                conn.execute(
+                    f"BEGIN; SET LOCAL idle_in_transaction_session_timeout = {idle}; {LEASE_SQL}"
+                )
+            except psycopg.errors.LockNotAvailable:
+                self._end(conn, "ROLLBACK")
+                self._local.in_write = False
+                raise self._lease_deadline() from None
+            tx = self._local.write_tx = PostgresTx(conn)
+            yield tx
+        except BaseException as exc:
+            self._end(conn, "ROLLBACK")
+            if isinstance(exc, psycopg.OperationalError):
+                self._replace(conn)
+                raise _lost(exc) from None
+            raise
+        else:
+            try:
+                conn.execute("COMMIT")
+            except psycopg.OperationalError as exc:
+                self._replace(conn)
+                raise _lost(exc) from None
+        finally:
+            self._local.in_write = False
+
+    @contextmanager
+    def lease(
+        self,
+        *,
+        wait: bool = False,
+        take: int | None = None,
+        ids: Sequence[str] | None = None,
+        expect: HeadState | None = None,
+        conn: Any = None,
+    ) -> Iterator[Lease | None]:
+        """A sequencing transaction holding the lease, with the head row read under it; with
+        `wait=False`, None at once when another writer holds it. With `take`, up to that many
+        pending intake rows are taken in the same statement (the lease's `taken`); with `ids`,
+        which of them the log holds (its `held`). `conn`: a connection of the caller's own
+        (the pump's) instead of this thread's.
+
+        With `expect` (the head this process's last write left), nothing is read: the
+        transaction goes ahead on that head, and a statement that needs no answer checks it
+        under the lease (`PostgresOps.expect_head`); if it was wrong, the transaction is
+        rolled back and `HeadMoved` raised, nothing written. Nothing is read before the end,
+        so there is no BEGIN or COMMIT either: the statements a pipeline sends before its Sync
+        are one transaction, which the Sync commits. One round trip in all.
+
+        Otherwise sent in pipeline mode too: BEGIN, the lease and the head travel in one round
+        trip, and the writes nobody reads (rows, tree, projection states, the relay's
+        notification) travel with COMMIT, whose errors are translated as they would be at the
+        statement. A lease waited for past the deadline raises `DeadlineError` naming its
+        holder; a holder idle for half the deadline loses its session."""
+        import psycopg
+
+        own = conn is None
+        conn = conn if conn is not None else self.connection()
+        self._local.in_write = True
+        state: dict[str, Any] = {"head": None, "aborted": False}
         try:
             with _translated():
-                try:
-                    with conn.pipeline() as pipeline:
-                        if not implicit:
-                            conn.execute("BEGIN")
-                        tx = PostgresTx(conn)
-                        tx.pipelined = True
-                        tx.pipeline = pipeline
-                        try:
-                            if expect is not None:
-                                conn.cursor().execute(
-                                    _EXPECT_HEAD, [*expect[:2], *expect[3:7], list(ids or ())]
-                                )
-                                head = expect._replace(pending=False, known={})
-                            elif wait:
-                                head = tx.head_with_lease(ids)
-                            elif take is None:
-                                head = tx.head_if_leased(ids)
-                            else:
-                                head = tx.take_if_leased(take)
-                            if head is None:
-                                conn.execute("ROLLBACK")
-                                yield None
-                                return
-                            yield tx, head
-                            if not implicit:
-                                conn.execute("COMMIT")
-                        except BaseException as exc:
-                            failure = exc
-                            aborted = isinstance(exc, psycopg.Error)
-                            # Undo what was sent: the Sync that leaving the pipeline sends
-                            # would commit an implicit transaction, so make it fail first.
-                            with suppress(Exception):
-                                conn.execute(_ABORT if implicit else "ROLLBACK")
-                except psycopg.Error as exc:  # leaving the pipeline read a refusal
-                    aborted = True
-                    if failure is None:
-                        failure = exc
-                if failure is not None:
-                    raise failure
+                yield from self._pipelined(conn, state, wait, take, ids, expect)
         except (psycopg.Error, ValidationError) as exc:
-            if not (aborted or isinstance(exc, psycopg.Error)):
+            if not (state["aborted"] or isinstance(exc, psycopg.Error)):
                 raise  # the caller's own error: the transaction was rolled back
             # The server refused a statement and skipped the rest of the pipeline. psycopg
             # notes a statement as prepared when it sends the request (its fifth use), so a
-            # skipped one stays noted and its next use fails ("prepared statement ... does not
-            # exist"): this connection's driver state is wrong, and it is replaced.
-            self._discard(conn)
-            if isinstance(exc, psycopg.errors.DivisionByZero) and implicit:
-                raise HeadMoved from None
-            if isinstance(exc, psycopg.errors.UniqueViolation):
-                # Ids were looked up under the lease, so it is a position: the head is behind
-                # rows added outside plaudit.
-                raise IntegrityError.position_taken(head.seq if head is not None else 0) from None
-            raise
+            # skipped one stays noted and its next use fails: this connection is replaced.
+            self._replace(conn, own)
+            self._local.in_write = False
+            raise self._refusal(exc, state["head"], expect is not None) from None
         except BaseException:
-            if implicit:
-                self._discard(conn)  # `_ABORT` made the pipeline's transaction roll back
+            if expect is not None:
+                self._replace(conn, own)  # the abort made the pipeline's transaction roll back
             raise
         finally:
             self._local.in_write = False
 
-    @contextmanager
-    def intake(self, *, single: bool = False, relaxed: bool = False) -> Iterator[PostgresTx]:
-        """`relaxed`: the caller acknowledges nothing until a sequencing pass has committed
-        these rows, and that commit waits for the WAL flush, which covers this earlier commit
-        too; so this one need not wait for a flush of its own (`synchronous_commit` off for
-        this transaction only). A crash before the pass loses only unacknowledged rows."""
-        if single:  # one statement is its own transaction: no BEGIN/COMMIT round trips
-            tx = PostgresTx(self.connection())
-            tx.relaxed = relaxed
-            yield tx
-            return
-        with self._transaction(None) as (tx, _):
-            if relaxed:
-                tx.execute("SET LOCAL synchronous_commit TO off")
-            yield tx
+    def _pipelined(
+        self,
+        conn: Any,
+        state: dict[str, Any],
+        wait: bool,
+        take: int | None,
+        ids: Sequence[str] | None,
+        expect: HeadState | None,
+    ) -> Iterator[Lease | None]:
+        """The body of `lease`: what it sends, and how it ends (see there)."""
+        import psycopg
 
-    @contextmanager
-    def _transaction(self, lease_sql: str | None) -> Iterator[tuple[PostgresTx, bool]]:
-        conn = self.connection()
-        self._local.in_write = True
+        failure: BaseException | None = None
         try:
-            got = True
-            if lease_sql is None:
-                conn.execute("BEGIN")
-            else:  # one round trip: BEGIN and the lease in one simple query
-                cur = conn.execute(f"BEGIN; {lease_sql}")
-                cur.nextset()
-                got = bool(cur.fetchone()[0])
-            tx = PostgresTx(conn)
-            yield tx, got
-        except BaseException:
-            self._end(conn, "ROLLBACK")
-            raise
+            with conn.pipeline() as pipeline:
+                if expect is None:
+                    conn.execute("BEGIN")
+                tx = self._local.write_tx = PostgresTx(conn)
+                tx.pipelined, tx.pipeline = True, pipeline
+                try:
+                    lease = self._open(tx, wait, take, ids, expect)
+                    if lease is None:
+                        conn.execute("ROLLBACK")
+                        yield None
+                        return
+                    state["head"] = lease.head
+                    yield lease
+                    if expect is None:
+                        conn.execute("COMMIT")
+                except BaseException as exc:
+                    failure = exc
+                    state["aborted"] = isinstance(exc, psycopg.Error)
+                    # Undo what was sent: the Sync that leaving the pipeline sends would commit
+                    # an implicit transaction, so make it fail first.
+                    with suppress(Exception):
+                        conn.execute(self.ops.ABORT if expect is not None else "ROLLBACK")
+        except psycopg.Error as exc:  # leaving the pipeline read a refusal
+            state["aborted"] = True
+            failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _open(
+        self,
+        tx: PostgresTx,
+        wait: bool,
+        take: int | None,
+        ids: Sequence[str] | None,
+        expect: HeadState | None,
+    ) -> Lease | None:
+        """The lease's first statement, and what it read."""
+        if expect is not None:
+            self.ops.expect_head(tx, expect, ids or (), self.deadline_s)
+            return Lease(tx, expect._replace(pending=False), ([], {}), {})
+        if take is not None:
+            self.ops.set_deadlines(tx, self.deadline_s)
+            got = self.ops.take_if_leased(tx, take)
+            return None if got is None else Lease(tx, got[0], (got[1], got[2]))
+        opened = self.ops.head_with_lease(tx, self.deadline_s, ids, wait=wait)
+        return None if opened is None else Lease(tx, opened[0], ([], {}), opened[1])
+
+    def _refusal(self, exc: BaseException, head: HeadState | None, guessed: bool) -> Exception:
+        """What a refused sequencing transaction means, for its caller."""
+        import psycopg
+
+        if guessed and isinstance(
+            exc, psycopg.errors.DivisionByZero | psycopg.errors.PipelineAborted
+        ):
+            # The guess was refused (psycopg may report it on a later statement, as the
+            # pipeline aborted): the normal write runs next and meets any other cause itself.
+            return HeadMoved()
+        if isinstance(exc, psycopg.errors.LockNotAvailable):
+            return self._lease_deadline()
+        if isinstance(exc, psycopg.errors.UniqueViolation):
+            # Ids were settled under the lease, so it is a position: the head is behind rows
+            # added outside plaudit.
+            return IntegrityError.position_taken(head.seq if head is not None else 0)
+        if isinstance(exc, psycopg.OperationalError):
+            return _lost(exc)
+        return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+    def _replace(self, conn: Any, own: bool = True) -> None:
+        """Drop a connection whose driver state can no longer be trusted."""
+        if own:
+            self._discard(conn)
         else:
-            conn.execute("COMMIT")
-        finally:
-            self._local.in_write = False
+            with suppress(Exception):
+                conn.close()
+
+    def _lease_deadline(self) -> Exception:
+        try:
+            with self.read_statement() as tx:
+                who = self.ops.lease_holder(tx)
+        except Exception:
+            who = "another session"
+        return deadlines.waited(
+            f"the sequencer lease of {self.describe()}",
+            self.deadline_s,
+            who,
+            "a writer that stops inside its transaction loses the lease within half the "
+            "deadline; one that is busy (a long rebuild or import) keeps it: retry when it is "
+            "done (a retried append is idempotent)",
+        )
+
+    @contextmanager
+    def intake(self, *, atomic: bool = False) -> Iterator[PostgresTx]:
+        """A connection for the intake's statements, each its own transaction (no lease);
+        `atomic`: one transaction for the block, rolled back if it raises."""
+        conn = self.connection()
+        if not atomic:
+            yield PostgresTx(conn)
+            return
+        with _translated(), conn.transaction():
+            yield PostgresTx(conn)
 
     def channel(self) -> str:
         """The notification channel of this store (channels are per database, so the schema
@@ -801,17 +546,38 @@ class PostgresBackend(Backend):
         """A connection of its own for LISTEN (it blocks in its thread)."""
         return self._connect()
 
-    def claim_pump(self) -> bool:
-        row = self.connection().execute(f"SELECT pg_try_advisory_lock({_PUMP_KEY})").fetchone()
-        return bool(row[0])
+    def claim_pump(self) -> Any | None:
+        """The pump's lock, on a connection of its own (kept between claims) that the server
+        ends after half the deadline idle: a stopped pump process lets another take over.
+        None: another process holds it."""
+        conn = self._pump_conn
+        for _ in range(2):
+            if conn is None or conn.closed:
+                try:
+                    conn = self._pump_conn = self._connect()
+                    conn.execute(
+                        "SELECT set_config('idle_session_timeout', %s, false)",
+                        (f"{max(100, int(self.deadline_s * 500))}ms",),
+                    )
+                except Exception:
+                    self._pump_conn = None
+                    return None
+            try:
+                got = conn.execute(f"SELECT pg_try_advisory_lock({PUMP_KEY})").fetchone()[0]
+                return conn if got else None
+            except Exception:  # the server ended the idle connection: one more, fresh
+                with suppress(Exception):
+                    conn.close()
+                conn = self._pump_conn = None
+        return None
 
-    def release_pump(self) -> None:
-        with suppress(Exception):
-            self.connection().execute(f"SELECT pg_advisory_unlock({_PUMP_KEY})")
-
-    def intake_pending(self) -> bool:
-        row = self.connection().execute(f"SELECT {_INTAKE_PENDING}").fetchone()
-        return bool(row[0])
+    def release_pump(self, conn: Any) -> None:
+        """Let go of the pump's lock; the connection stays for the next claim."""
+        try:
+            conn.execute(f"SELECT pg_advisory_unlock({PUMP_KEY})")
+        except Exception:
+            with suppress(Exception):
+                conn.close()  # a broken connection lets go of its locks as it closes
 
     def in_write(self) -> bool:
         return bool(getattr(self._local, "in_write", False))
@@ -823,19 +589,19 @@ class PostgresBackend(Backend):
 
     @contextmanager
     def read(self) -> Iterator[PostgresTx]:
-        conn = self.connection()
         if getattr(self._local, "in_write", False):  # nested inside a write: reuse its view
-            yield PostgresTx(conn)
+            yield self._local.write_tx
             return
+        conn = self.connection()
         with self._read_on(conn) as tx:
             yield tx
 
     @contextmanager
     def read_statement(self) -> Iterator[Tx]:
-        conn = self.connection()
         if getattr(self._local, "in_write", False):  # nested inside a write: reuse its view
-            yield PostgresTx(conn)
+            yield self._local.write_tx
             return
+        conn = self.connection()
         yield _OneStatementTx(conn)
 
     @contextmanager
@@ -846,8 +612,36 @@ class PostgresBackend(Backend):
         finally:
             self._end(conn, "ROLLBACK")
 
+    def close(self) -> None:
+        super().close()
+        if self._pump_conn is not None:
+            with suppress(Exception):
+                self._pump_conn.close()
+            self._pump_conn = None
+
     def drop_schema(self) -> None:
         """Remove the whole schema; used by tests and `plaudit` tooling to clean up."""
         if not self.schema:
             raise ConfigError("drop_schema needs an explicit schema")
         self.connection().execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _lost(exc: BaseException) -> BackendUnavailableError:
+    """A write whose session the server ended (or whose connection broke) mid-transaction."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+        return BackendUnavailableError(
+            "this process stayed idle inside its write transaction for longer than half the "
+            "store's deadline (stopped, or busy elsewhere), so the server ended its session "
+            "and gave the lease to others: nothing of the transaction was committed; retry it"
+        )
+    return BackendUnavailableError(
+        f"the connection to PostgreSQL failed during a write: {_first_line(exc)} "
+        "(nothing of it was acknowledged; a retry is safe)"
+    )

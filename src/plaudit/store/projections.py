@@ -264,7 +264,9 @@ class ProjectionManager:
 
     def _set_many(self, tx: Tx, states: dict[str, tuple[int, int]]) -> None:
         if states:
-            tx.write_marks(states)
+            from plaudit.store.ops import for_dialect
+
+            for_dialect(tx.dialect).write_marks(tx, states)
 
     def _set(self, tx: Tx, name: str, version: int, applied: int) -> None:
         self._set_many(tx, {name: (version, applied)})

@@ -52,15 +52,15 @@ def checkpoint_now(log: EventLog) -> Checkpoint:
     """Sign the tree at the head now (or return the checkpoint of this size, if one exists),
     store it and copy it to the witnesses."""
     key = log.checkpointer.key()
-    with log.writer() as w:
-        head = w.tx.head_for_sequencing()
+    with log.sequencer.leased() as leased:
+        head = leased.head
         if head.seq == 0:
             raise ValidationError("log", "is empty: there is no tree to sign yet")
-        existing = newest_checkpoint(w.tx, at_least=head.seq)
+        existing = newest_checkpoint(leased.tx, at_least=head.seq)
         if existing is not None and existing.size == head.seq:
             return existing
-        root = log._tree_at(w.tx, head).root
-        ck = log.checkpointer.sign(w.tx, key, head.seq, root, now_ms())
+        root = log.core.tree_at(leased.tx, head).root
+        ck = log.checkpointer.sign(leased.tx, key, head.seq, root, now_ms())
     return ck
 
 

@@ -6,17 +6,20 @@ until some sequencing pass has given its events positions. Waiting by asking the
 2-core machine, most of its CPU. Two pieces replace that:
 
 * **The relay** (one listener connection per store and process): every sequencing pass that
-  took intake publishes, with `pg_notify` in its own transaction, which appends it covered and
-  at which positions. A notification is delivered only if that transaction commits, so a waiter
-  that hears "your batch is at position 17" knows it is durable there. Batches whose outcome
-  does not fit in a line (several events, a conflict, a duplicate) are published as "look it
-  up", and the waiter asks the database once.
+  took intake publishes, with `pg_notify` in its own transaction, which appends it covered, at
+  which positions, and 64 bits of a hash of the content it sequenced for each (`call_digest`). A
+  notification is delivered only if that transaction commits, so a waiter that hears "your
+  batch is at position 17, with this content" knows it is durable there, and that what was
+  sequenced is what it sent (an intake row edited in the database is reported as tampering).
+  Calls whose outcome does not fit in a line (a conflict, a duplicate) are published as "look
+  it up", and the waiter asks the database once.
 * **The pump**: a thread that, while intake keeps arriving, runs sequencing passes back to back
   in whichever process first found its appends waiting; an advisory lock of its own makes it one
   per store across hosts. It gives the lease back between passes, so `writer()` callers and
   direct appends interleave with it, and stops after a short idle spell. If it dies (kill -9),
   PostgreSQL releases its lock with its connection, the waiters' next timeout starts another,
-  and the intake rows, already durable, are sequenced by it.
+  and the intake rows, already durable, are sequenced by it. If it stops (SIGSTOP), the server
+  ends its idle session after half the store's deadline, which releases the lock too.
 
 Notifications are only a shortcut: a waiter that hears nothing looks its ids up itself after a
 timeout, so a lost notification costs latency, never an answer.
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -41,6 +44,9 @@ POLL_S = 0.0005
 LINGER_S = 0.25
 #: Listener and pump threads with nothing to do for this long close their connections.
 IDLE_CLOSE_S = 5.0
+#: A process whose pump found the pump's lock taken asks again this often while intake waits
+#: (the holder may be stopped: the server ends its session within half the deadline).
+RECLAIM_S = 0.25
 #: How long closing a store waits for its pump's pass or catch-up under way.
 CLOSE_WAIT_S = 10.0
 #: After a pass that carried only enqueued calls (nobody waits on them), the pump lets intake
@@ -50,13 +56,25 @@ CLOSE_WAIT_S = 10.0
 PACE_S = 0.005
 
 
-def encode_results(results: Sequence[tuple[str, int | None]]) -> list[str]:
-    """Payloads for (batch token, position or None for "look it up") pairs."""
+#: One pass result: (batch token, first position or None for "look it up", `call_digest`).
+Result = tuple[str, int | None, str]
+
+
+def call_digest(content_digests: Iterable[bytes]) -> str:
+    """What a pass says it sequenced for one call: 64 bits of a hash of its events' content
+    digests, in order. A waiter compares it with its own call's."""
+    import hashlib
+
+    return hashlib.sha256(b"".join(content_digests)).hexdigest()[:16]
+
+
+def encode_results(results: Sequence[Result]) -> list[str]:
+    """Payloads for a pass's results: `token:seq:digest` or `token!`."""
     out: list[str] = []
     line: list[str] = []
     size = 0
-    for token, seq in results:
-        item = f"{token}!" if seq is None else f"{token}:{seq}"
+    for token, seq, digest in results:
+        item = f"{token}!" if seq is None else f"{token}:{seq}:{digest}"
         if size + len(item) + 1 > PAYLOAD_LIMIT and line:
             out.append(" ".join(line))
             line, size = [], 0
@@ -67,35 +85,41 @@ def encode_results(results: Sequence[tuple[str, int | None]]) -> list[str]:
     return out
 
 
-def decode_results(payload: str) -> list[tuple[str, int | None]]:
-    out: list[tuple[str, int | None]] = []
+def decode_results(payload: str) -> list[Result]:
+    out: list[Result] = []
     for item in payload.split():
         if item.endswith("!"):
-            out.append((item[:-1], None))
+            out.append((item[:-1], None, ""))
         else:
-            token, _, seq = item.partition(":")
+            token, _, rest = item.partition(":")
+            seq, _, digest = rest.partition(":")
             if seq.isdigit():
-                out.append((token, int(seq)))
+                out.append((token, int(seq), digest))
     return out
 
 
 class Waiter:
     """One append call waiting for its positions."""
 
-    __slots__ = ("event", "seq", "token")
+    __slots__ = ("digest", "event", "seq", "token")
 
     def __init__(self, token: str) -> None:
         self.token = token
         self.event = threading.Event()
-        #: The position the relay heard for a one-event append; None: look it up.
+        #: The first position the relay heard for the call; None: look it up.
         self.seq: int | None = None
+        #: `call_digest` of what was sequenced there.
+        self.digest = ""
 
 
 class Relay:
     """Listens for sequencing passes on behalf of this process's waiting appenders."""
 
-    def __init__(self, connect: Callable[[], Any], channel: Callable[[], str]) -> None:
+    def __init__(
+        self, connect: Callable[[], Any], channel: Callable[[], str], deadline_s: float
+    ) -> None:
         self._connect = connect
+        self._deadline_s = deadline_s
         self._channel = channel
         self._lock = threading.Lock()
         self._waiting: dict[str, Waiter] = {}
@@ -120,8 +144,9 @@ class Relay:
                 self._ready.clear()
                 self._thread = threading.Thread(target=self._run, name="plaudit-relay", daemon=True)
                 self._thread.start()
-        # LISTEN must be in place before the caller's intake commits.
-        self._ready.wait(10.0)
+        # LISTEN must be in place before the caller's intake commits; a listener that cannot
+        # connect in time only makes the waiters look their ids up.
+        self._ready.wait(self._deadline_s)
         return waiters
 
     def forget(self, waiters: Sequence[Waiter]) -> None:
@@ -167,10 +192,10 @@ class Relay:
         self.last_heard = time.monotonic()
         results = decode_results(payload)
         with self._lock:
-            hits = [(self._waiting.pop(t, None), seq) for t, seq in results]
-        for w, seq in hits:
+            hits = [(self._waiting.pop(t, None), seq, d) for t, seq, d in results]
+        for w, seq, digest in hits:
             if w is not None:
-                w.seq = seq
+                w.seq, w.digest = seq, digest
                 w.event.set()
 
     def close(self) -> None:
@@ -182,10 +207,10 @@ class Pump:
 
     def __init__(
         self,
-        claim: Callable[[], bool],
-        release: Callable[[], None],
-        pending: Callable[[], bool],
-        sequence_once: Callable[[], int | None],
+        claim: Callable[[], Any | None],
+        release: Callable[[Any], None],
+        pending: Callable[[Any], bool],
+        sequence_once: Callable[[Any], int | None],
         idle: Callable[[], bool] | None = None,
         waited_on: Callable[[], bool] | None = None,
     ) -> None:
@@ -220,11 +245,19 @@ class Pump:
                         break
                     continue
                 self._wanted.clear()
-                if self._claim():
-                    try:
-                        self._loop()
-                    finally:
-                        self._release()
+                conn = self._claim()  # the pump's lock, on a connection of its own
+                if conn is None:
+                    # Another pump holds it: it runs passes, or it is stopped and the server
+                    # ends its idle session within half the deadline. Ask again while work
+                    # waits, so enqueued events never wait on a stopped pump for longer.
+                    time.sleep(RECLAIM_S)
+                    if self._pending(None):
+                        self._wanted.set()
+                    continue
+                try:
+                    self._loop(conn)
+                finally:
+                    self._release(conn)
                 parked_since = time.monotonic()
         except Exception:
             pass  # waiters time out, look their ids up and start another pump
@@ -232,12 +265,12 @@ class Pump:
             with self._lock:
                 self._thread = None
 
-    def _loop(self) -> None:
+    def _loop(self, conn: Any) -> None:
         idle_since = time.monotonic()
         busy = False  # the last pass sequenced something: more is likely, skip the check
         while not self._closed:
-            if busy or self._pending():
-                done = self._sequence_once()
+            if busy or self._pending(conn):
+                done = self._sequence_once(conn)
                 busy = bool(done)
                 if done:
                     idle_since = time.monotonic()

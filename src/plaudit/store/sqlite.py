@@ -1,15 +1,18 @@
 """SQLite backend: one file in WAL mode; `BEGIN IMMEDIATE` is the log's write lock.
 
 Writers queue for it in the kernel, not in SQLite's busy handler: threads of one process on a
-lock, processes on an exclusive `flock` of the sidecar file `<db>.lock`. SQLite's handler sleeps
-in growing steps (up to 100 ms) and lets a waker-up take the lock ahead of older waiters, so
-with four writing processes the slowest append waited 7.4 s and the shares were unfair; a
-kernel lock hands over as soon as it is free (bench/log_scale.py).
+lock, processes on an exclusive `flock` of the sidecar file `<db>.lock` (`FileLock`). SQLite's
+handler sleeps in growing steps (up to 100 ms) and lets a waker-up take the lock ahead of older
+waiters, so with four writing processes the slowest append waited 7.4 s and the shares were
+unfair; a kernel lock hands over as soon as it is free (bench/log_scale.py). Every one of these
+waits ends at the store's deadline with an error naming the holder (`plaudit.store.deadlines`).
+
+The database, its WAL and its lock file are created private to their owner
+(`plaudit.store.perms`): SQLite gives the WAL and shared-memory files the database's mode.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import threading
@@ -21,10 +24,16 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Literal
 
 from plaudit.errors import BackendUnavailableError, ConfigError, StoreNotFoundError
+from plaudit.store import deadlines, perms
 from plaudit.store.backend import Backend, Tx
+from plaudit.store.filelock import FileLock
+from plaudit.store.ops import for_dialect
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from plaudit.store.sequencer import Sequencer
+    from plaudit.store.sequencing import Sequencing
 
 Durability = Literal["full", "normal"]
 
@@ -116,9 +125,14 @@ class SqliteBackend(Backend):
     dialect = "sqlite"
 
     def __init__(
-        self, path: str | os.PathLike[str], *, durability: Durability = "full", create: bool = True
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability = "full",
+        create: bool = True,
+        deadline_s: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(deadline_s)
         #: False: open only an existing store; never make a file, a directory or a table.
         self.create = create
         # A str inside: pathlib costs a shell hook's `signal emit` ~3 ms to import.
@@ -126,7 +140,8 @@ class SqliteBackend(Backend):
         if not self.url:  # sqlite3 would quietly open a temporary database
             raise ConfigError("the SQLite database path is empty")
         self._write_turn = threading.RLock()
-        self._lock_fd: int | None = None
+        self._file_lock: FileLock | None = None
+        self.ops = for_dialect("sqlite")
         if durability not in ("full", "normal"):
             raise ConfigError(f"durability must be 'full' or 'normal', not {durability!r}")
         # FULL syncs the WAL on every commit, so an acknowledged append survives power loss;
@@ -143,25 +158,25 @@ class SqliteBackend(Backend):
         return not conn.in_transaction
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            parent = os.path.dirname(self.url) if self.url != ":memory:" and self.create else ""
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            why = (
-                "a file is in the way"
-                if isinstance(exc, FileExistsError | NotADirectoryError)
-                else exc.strerror or exc
-            )
-            raise BackendUnavailableError(
-                f"cannot open SQLite database {self.url}: cannot create its directory "
-                f"{parent!r}: {why}"
-            ) from None
+        if self.create and self.url != ":memory:" and not self.url.startswith("file:"):
+            parent = os.path.dirname(self.url)
+            try:
+                if parent:
+                    perms.make_dirs(parent)
+            except OSError as exc:
+                raise self._unopenable(f"cannot create its directory {parent!r}", exc) from None
+            try:
+                # Before SQLite makes it: SQLite would give the file (and its WAL) the umask's
+                # mode, readable by every local user.
+                perms.create_file(self.url)
+            except OSError as exc:
+                raise self._unopenable("cannot create it", exc) from None
+        busy_ms = int(self.deadline_s * 1000)
         try:
             conn = sqlite3.connect(
                 self.url if self.create else self._existing_uri(),
                 isolation_level=None,
-                timeout=60.0,
+                timeout=self.deadline_s,
                 check_same_thread=False,
                 uri=not self.create,
             )
@@ -172,7 +187,7 @@ class SqliteBackend(Backend):
             conn.execute("PRAGMA page_size=8192")
             _to_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
             conn.execute("PRAGMA cache_size=-65536")
             conn.execute("PRAGMA temp_store=MEMORY")
         except sqlite3.DatabaseError as exc:
@@ -181,14 +196,24 @@ class SqliteBackend(Backend):
             ) from None
         return conn
 
-    def _process_lock(self) -> int | None:
-        """The sidecar lock file's descriptor (opened once; None for an in-memory store)."""
-        if self._lock_fd is None and self.url != ":memory:" and not self.url.startswith("file:"):
+    def _unopenable(self, what: str, exc: OSError) -> BackendUnavailableError:
+        why = (
+            "a file is in the way"
+            if isinstance(exc, FileExistsError | NotADirectoryError)
+            else exc.strerror or exc
+        )
+        return BackendUnavailableError(f"cannot open SQLite database {self.url}: {what}: {why}")
+
+    def _process_lock(self) -> FileLock | None:
+        """The sidecar lock file (None for an in-memory store, or where it cannot be made)."""
+        if self._file_lock is None and self.url != ":memory:" and not self.url.startswith("file:"):
+            lock = FileLock(self.url + ".lock")
             try:
-                self._lock_fd = os.open(self.url + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+                lock._descriptor()
             except OSError:
                 return None  # e.g. a read-only directory: SQLite's own lock still serialises
-        return self._lock_fd
+            self._file_lock = lock
+        return self._file_lock
 
     def _existing_uri(self) -> str:
         """A `mode=rw` URI: SQLite opens the file only if it exists, and never creates it."""
@@ -205,55 +230,77 @@ class SqliteBackend(Backend):
             raise StoreNotFoundError.at(self.url, why="the file holds no plaudit tables")
 
     @contextmanager
-    def write_unflushed(self) -> Iterator[SqliteTx]:
-        # In WAL mode NORMAL appends the commit's frames without an fsync; the WAL is one file
-        # written in order, so the next FULL commit's fsync makes these frames durable too.
-        # SQLite refuses to change the level inside a transaction: set it around the write.
-        if self.synchronous == "NORMAL":
-            with self.write() as tx:
-                yield tx
-            return
-        conn = self.connection()
-        conn.execute("PRAGMA synchronous=NORMAL")
-        try:
-            with self.write() as tx:
-                yield tx
-        finally:
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-
-    @contextmanager
-    def write(self) -> Iterator[SqliteTx]:
+    def write(self, *, flush: bool = True) -> Iterator[SqliteTx]:
         # Threads of this process queue here first. Left to SQLite's busy handler, a losing
         # writer sleeps in growing steps and nobody takes the free lock until a sleeper wakes:
         # with 40 writing threads p99 was 229 ms, against 42 ms queued here
-        # (bench/http_sqlite_writers.py). Processes queue on the sidecar flock likewise.
-        with self._write_turn:
-            fd = self._process_lock()
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+        # (bench/http_sqlite_writers.py). Processes queue on the sidecar lock likewise.
+        if not self._write_turn.acquire(timeout=self.deadline_s):
+            raise deadlines.waited(
+                f"the write lock of {self.url}",
+                self.deadline_s,
+                f"another thread of this process (pid {os.getpid()})",
+                "a write in this process has not finished (a long rebuild or import?); retry",
+            )
+        try:
+            lock = self._process_lock()
+            if lock is not None:
+                lock.acquire(self.deadline_s)
             try:
-                conn = self.connection()
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield SqliteTx(conn)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    # SQLite may already have rolled back (e.g. on a full disk); never mask the
-                    # cause.
-                    if conn.in_transaction:
-                        with suppress(sqlite3.Error):
-                            conn.execute("ROLLBACK")
-                    raise
+                with self._transaction(flush) as tx:
+                    yield tx
             finally:
-                if fd is not None:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
+                if lock is not None:
+                    lock.release()
+        finally:
+            self._write_turn.release()
+
+    @contextmanager
+    def _transaction(self, flush: bool) -> Iterator[SqliteTx]:
+        conn = self.connection()
+        # In WAL mode NORMAL appends the commit's frames without an fsync; the WAL is one file
+        # written in order, so the next FULL commit's fsync makes these frames durable too.
+        # SQLite refuses to change the level inside a transaction: set it around the write.
+        relax = not flush and self.synchronous != "NORMAL"
+        if relax:
+            conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield SqliteTx(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may already have rolled back (e.g. on a full disk); never mask the
+                # cause.
+                if conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+        finally:
+            if relax:
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    def file(self) -> str | None:
+        return None if self.url == ":memory:" or self.url.startswith("file:") else self.url
+
+    def make_durable(self) -> None:
+        """Make every committed write durable, flushed or not: fsync the WAL, which holds them
+        in commit order. Checkpoints are published to witnesses only after this."""
+        wal = self.url + "-wal"
+        try:
+            fd = os.open(wal, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return  # no WAL: everything is in the database file, synced at checkpoint
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         super().close()
-        if self._lock_fd is not None:
-            with suppress(OSError):
-                os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._file_lock is not None:
+            self._file_lock.close()
+            self._file_lock = None
 
     def in_write(self) -> bool:
         conn = getattr(self._local, "conn", None)
@@ -277,3 +324,8 @@ class SqliteBackend(Backend):
             if conn.in_transaction:
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+
+    def sequencer(self, core: Sequencing) -> Sequencer:
+        from plaudit.store.sqlite_sequencer import SqliteSequencer
+
+        return SqliteSequencer(self, core)

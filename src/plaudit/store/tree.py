@@ -10,7 +10,7 @@ for checking a tree built elsewhere).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from plaudit.errors import IntegrityError
 from plaudit.store.merkle import (
@@ -22,6 +22,9 @@ from plaudit.store.merkle import (
     root_of,
     split_point,
 )
+
+if TYPE_CHECKING:
+    from plaudit.store.backend import Tx
 
 #: The table of stored nodes; `{bigint}` and `{blob}` are filled per dialect by `Tx.ddl`.
 #: Rows are immutable once written: a node covers leaves that can no longer change.
@@ -82,25 +85,23 @@ class MemorySource:
 class TxSource:
     """A tree read from the log's tables in one transaction (either backend)."""
 
-    def __init__(self, tx: object) -> None:
+    def __init__(self, tx: Tx) -> None:
         self.tx = tx
 
     def leaves(self, lo: int, hi: int) -> list[bytes]:
-        rows = self.tx.fetchall(_SELECT_LEAVES_SQL, (lo, hi))  # type: ignore[attr-defined]
+        rows = self.tx.fetchall(_SELECT_LEAVES_SQL, (lo, hi))
         return [bytes(r[0]) for r in rows]
 
     def stored_node(self, level: int, index: int) -> bytes | None:
-        h = self.tx.scalar(_SELECT_NODE_SQL, (level, index))  # type: ignore[attr-defined]
+        h = self.tx.scalar(_SELECT_NODE_SQL, (level, index))
         return None if h is None else bytes(h)
 
 
-def store_nodes(tx: object, nodes: Sequence[Node]) -> None:
+def store_nodes(tx: Tx, nodes: Sequence[Node]) -> None:
     """Write the nodes an `extend` completed, in the transaction that sequences their leaves."""
     if nodes:
-        blob = getattr(tx, "blob", bytes)
-        tx.executemany(  # type: ignore[attr-defined]
-            INSERT_NODES_SQL, [(n.level, n.index, blob(n.hash)) for n in nodes]
-        )
+        blob = tx.blob
+        tx.executemany(INSERT_NODES_SQL, [(n.level, n.index, blob(n.hash)) for n in nodes])
 
 
 class _Reader:

@@ -113,12 +113,10 @@ class LogView:
 
     def existing(self, ids: Iterable[str]) -> dict[str, tuple[bytes, int]]:
         """Committed ids among `ids`: id -> (content_digest, seq)."""
-        found: dict[str, tuple[bytes, int]] = {}
+        from plaudit.store.ops import for_dialect
+
         wanted = [i for i in dict.fromkeys(ids) if isinstance(i, str) and "\x00" not in i]
-        for chunk in _chunks(wanted, _ID_CHUNK):
-            for id_, digest, seq in self.tx.held(chunk):
-                found[id_] = (bytes(digest), int(seq))
-        return found
+        return for_dialect(self.tx.dialect).held(self.tx, wanted)
 
     def positions(self, ids: Iterable[str]) -> dict[str, int]:
         """Committed ids among `ids`: id -> seq."""

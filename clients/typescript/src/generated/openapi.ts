@@ -767,6 +767,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signals/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Compare
+         * @description The comparison and its verdict (`promote`), 200 either way. Reads only.
+         */
+        post: operations["compare_v1_signals_compare_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/signals/decision": {
         parameters: {
             query?: never;
@@ -850,6 +870,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signals/learn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Learn
+         * @description The learned policy (written to `out`), its provenance and its held-out evaluation; 409
+         *     naming the failed gates when the telemetry fails the audit.
+         */
+        post: operations["learn_v1_signals_learn_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/signals/outcome": {
         parameters: {
             query?: never;
@@ -890,6 +931,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/signals/recommend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Recommend
+         * @description `{"task", "propensity", "probabilities", "policy", ...}` for the decision; with
+         *     `shadow`, also recorded (`shadow: {"id", "status", "seq"}`).
+         */
+        post: operations["recommend_v1_signals_recommend_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/signals/summary": {
         parameters: {
             query?: never;
@@ -904,6 +966,26 @@ export interface paths {
         get: operations["summary_v1_signals_summary_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Traces
+         * @description Ingest OTLP spans (GenAI and OpenInference conventions): see docs/otel.md.
+         */
+        post: operations["traces_v1_traces_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -972,6 +1054,58 @@ export interface components {
         BatchIn: {
             /** Transactions */
             transactions: components["schemas"]["RecordIn"][];
+        };
+        /**
+         * CompareIn
+         * @description The promotion gate for `policy` (or `policy_path`) against the logging router.
+         */
+        CompareIn: {
+            /**
+             * Bootstrap
+             * @default 1000
+             */
+            bootstrap?: number;
+            /** Default Propensity */
+            default_propensity?: number | null;
+            /**
+             * Level
+             * @default 0.95
+             */
+            level?: number;
+            /**
+             * Max Age Hours
+             * @default 168
+             */
+            max_age_hours?: number;
+            /**
+             * Min Ess
+             * @default 100
+             */
+            min_ess?: number;
+            /** Policy */
+            policy?: {
+                [key: string]: unknown;
+            } | null;
+            /** Policy Path */
+            policy_path?: string | null;
+            /** Reward Key */
+            reward_key?: string[] | null;
+            /** Rewards */
+            rewards?: {
+                [key: string]: number;
+            };
+            /**
+             * Seed
+             * @default 0
+             */
+            seed?: number;
+            /** Seq Mem */
+            seq_mem?: string | null;
+            /**
+             * Threshold
+             * @default 0
+             */
+            threshold?: number;
         };
         /** DecisionIn */
         DecisionIn: {
@@ -1127,6 +1261,89 @@ export interface components {
             /** Detail */
             detail?: components["schemas"]["ValidationError"][];
         };
+        /**
+         * LearnIn
+         * @description Learn a routing policy from the log (or `seq_mem`, a file under the export root) and
+         *     write it to `out` (under the export root); without `out` nothing is written and the
+         *     policy is in the result's `spec`. `gates`: the audit's thresholds by gate name.
+         */
+        LearnIn: {
+            /**
+             * Bootstrap
+             * @default 1000
+             */
+            bootstrap?: number;
+            /** Default Propensity */
+            default_propensity?: number | null;
+            /**
+             * Explore
+             * @default 0.05
+             */
+            explore?: number;
+            /** Features */
+            features?: string[] | null;
+            /**
+             * Format
+             * @default auto
+             * @enum {string}
+             */
+            format?: "auto" | "table" | "model";
+            gates?: components["schemas"]["Limits"];
+            /**
+             * Holdout Percent
+             * @default 30
+             */
+            holdout_percent?: number;
+            /**
+             * Level
+             * @default 0.95
+             */
+            level?: number;
+            /**
+             * Max Age Hours
+             * @default 168
+             */
+            max_age_hours?: number;
+            /**
+             * Max Features
+             * @default 4
+             */
+            max_features?: number;
+            /** Out */
+            out?: string | null;
+            /** Rewards */
+            rewards?: {
+                [key: string]: number;
+            };
+            /**
+             * Seed
+             * @default 0
+             */
+            seed?: number;
+            /** Seq Mem */
+            seq_mem?: string | null;
+        };
+        /** Limits */
+        Limits: {
+            /** Max Duplicate Rate */
+            max_duplicate_rate?: number | null;
+            /** Max Split Leakage */
+            max_split_leakage?: number | null;
+            /** Max Task Dominance */
+            max_task_dominance?: number | null;
+            /** Min Decisions */
+            min_decisions?: number | null;
+            /** Min Failureish */
+            min_failureish?: number | null;
+            /** Min Joined */
+            min_joined?: number | null;
+            /** Min Link Rate */
+            min_link_rate?: number | null;
+            /** Min Overrides */
+            min_overrides?: number | null;
+            /** Min Rows Per Task */
+            min_rows_per_task?: number | null;
+        };
         /** ObserveIn */
         ObserveIn: {
             /** Duration Ms */
@@ -1207,6 +1424,43 @@ export interface components {
             source?: string;
             /** Ts Ms */
             ts_ms?: number | null;
+        };
+        /**
+         * RecommendIn
+         * @description A decision's recommendation: `policy` (a table or a learned model, as JSON) or
+         *     `policy_path` (a file under the export root, kept while it is unchanged).
+         */
+        RecommendIn: {
+            /** Candidates */
+            candidates?: string[] | null;
+            /** Context */
+            context?: {
+                [key: string]: unknown;
+            } | null;
+            /** Decision */
+            decision?: {
+                [key: string]: unknown;
+            } | null;
+            /** Decision Id */
+            decision_id?: string | null;
+            /**
+             * Greedy
+             * @default false
+             */
+            greedy?: boolean;
+            /** Policy */
+            policy?: {
+                [key: string]: unknown;
+            } | null;
+            /** Policy Path */
+            policy_path?: string | null;
+            /** Session Id */
+            session_id?: string | null;
+            /**
+             * Shadow
+             * @default false
+             */
+            shadow?: boolean;
         };
         /** ReconcileIn */
         ReconcileIn: {
@@ -2643,6 +2897,41 @@ export interface operations {
             };
         };
     };
+    compare_v1_signals_compare_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompareIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     decision_v1_signals_decision_post: {
         parameters: {
             query?: never;
@@ -2781,6 +3070,41 @@ export interface operations {
             };
         };
     };
+    learn_v1_signals_learn_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LearnIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     outcome_v1_signals_outcome_post: {
         parameters: {
             query?: never;
@@ -2851,6 +3175,41 @@ export interface operations {
             };
         };
     };
+    recommend_v1_signals_recommend_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RecommendIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     summary_v1_signals_summary_get: {
         parameters: {
             query?: {
@@ -2881,6 +3240,33 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    traces_v1_traces_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+                "application/x-protobuf": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
                 };
             };
         };

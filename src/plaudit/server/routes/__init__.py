@@ -5,4 +5,5 @@ ROUTE_MODULES: tuple[str, ...] = (
     "plaudit.server.routes.bandit",
     "plaudit.server.routes.signals",
     "plaudit.server.routes.ledger",
+    "plaudit.server.routes.traces",
 )

@@ -12,43 +12,24 @@ read or write elsewhere on the server.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path as FsPath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr
 
 from plaudit.core import Plaudit
-from plaudit.errors import ConfigError, ValidationError
+from plaudit.errors import ValidationError
+from plaudit.files import confine
 from plaudit.server import paths
 from plaudit.server.deps import get_plaudit, require_write
 from plaudit.signals.contract import MAX_ID, MAX_INTENT, MAX_TEXT
 
 router = APIRouter(prefix="/v1/signals", tags=["signals"])
 
-EXPORT_ROOT_ENV = "PLAUDIT_EXPORT_ROOT"
-
 
 def _confine(request: Request, field: str, value: str | None) -> str | None:
     """Resolve a body path inside the export root; refuse anything outside it."""
-    if value is None:
-        return None
-    root_setting = getattr(request.app.state, "export_root", None) or os.environ.get(
-        EXPORT_ROOT_ENV
-    )
-    if not root_setting:
-        raise ConfigError(
-            f"{field}: server-side files are disabled; start the server with "
-            f"{EXPORT_ROOT_ENV}=DIR to allow exports and audits under DIR"
-        )
-    if "\x00" in value:
-        raise ValidationError(field, "must not contain NUL characters")
-    root = FsPath(root_setting).expanduser().resolve()
-    target = (root / value).resolve()
-    if not target.is_relative_to(root):
-        raise ValidationError(field, "must stay inside the export root")
-    return str(target)
+    return confine(getattr(request.app.state, "export_root", None), field, value)
 
 
 Id = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
@@ -280,3 +261,137 @@ def evaluate(
     if options["seq_mem"] is not None:
         return paths.for_request(request)(evaluate_policy(policy, **options))
     return paths.for_request(request)(evaluate_policy(policy, plaudit=p, **options))
+
+
+# -- the loop: learn, recommend (shadow), compare ------------------------------------------
+Bootstrap = Annotated[StrictInt, Field(ge=0, le=10_000)]
+Level = Annotated[StrictFloat, Field(ge=0.5, lt=1.0)]
+Propensity = Annotated[StrictFloat, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
+Age = Annotated[StrictInt, Field(ge=0, le=10_000_000)]
+Seed = Annotated[StrictInt, Field(ge=0, le=2**53)]
+
+
+class LearnIn(_In):
+    """Learn a routing policy from the log (or `seq_mem`, a file under the export root) and
+    write it to `out` (under the export root); without `out` nothing is written and the
+    policy is in the result's `spec`. `gates`: the audit's thresholds by gate name."""
+
+    out: Path | None = None
+    seq_mem: Path | None = None
+    features: list[FieldPath] | None = Field(default=None, min_length=1, max_length=8)
+    max_features: Annotated[StrictInt, Field(ge=0, le=8)] = 4
+    explore: Annotated[StrictFloat, Field(gt=0.0, lt=1.0)] = 0.05
+    holdout_percent: Annotated[StrictInt, Field(ge=5, le=95)] = 30
+    seed: Seed = 0
+    format: Literal["auto", "table", "model"] = "auto"
+    default_propensity: Propensity | None = None
+    bootstrap: Bootstrap = 1000
+    level: Level = 0.95
+    max_age_hours: Age = 168
+    rewards: RewardMap = Field(default_factory=dict)
+    gates: Limits = Field(default_factory=Limits)
+
+
+@router.post("/learn", dependencies=[Depends(require_write)])
+def learn(
+    body: LearnIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """The learned policy (written to `out`), its provenance and its held-out evaluation; 409
+    naming the failed gates when the telemetry fails the audit."""
+    from plaudit.signals.learn import learn_policy
+
+    options = body.model_dump()
+    out = _confine(request, "out", options.pop("out"))
+    seq_mem = _confine(request, "seq_mem", options.pop("seq_mem"))
+    options["gates"] = {k: v for k, v in options["gates"].items() if v is not None}
+    if seq_mem is not None:
+        result = learn_policy(out, seq_mem=seq_mem, **options)
+    else:
+        result = learn_policy(out, plaudit=p, **options)
+    if out is not None:
+        result.pop("spec")
+    return paths.for_request(request)(result)
+
+
+class RecommendIn(_In):
+    """A decision's recommendation: `policy` (a table or a learned model, as JSON) or
+    `policy_path` (a file under the export root, kept while it is unchanged)."""
+
+    policy: dict[str, Any] | None = None
+    policy_path: Path | None = None
+    context: dict[str, Any] | None = None
+    candidates: list[Task] | None = Field(default=None, max_length=1000)
+    decision: dict[str, Any] | None = None
+    decision_id: Id | None = None
+    session_id: Text | None = None
+    greedy: bool = False
+    #: Record the recommendation beside the router's decision of the same id.
+    shadow: bool = False
+
+
+def _policy(request: Request, policy: dict[str, Any] | None, path: str | None) -> Any:
+    if (policy is None) == (path is None):
+        raise ValidationError("policy", "give either policy (a table or model) or policy_path")
+    if path is not None:
+        return _confine(request, "policy_path", path)
+    from plaudit.signals.policy import table_or_model
+
+    return table_or_model(policy, name="body.policy")
+
+
+@router.post("/recommend", dependencies=[Depends(require_write)])
+def recommend(
+    body: RecommendIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """`{"task", "propensity", "probabilities", "policy", ...}` for the decision; with
+    `shadow`, also recorded (`shadow: {"id", "status", "seq"}`)."""
+    policy = _policy(request, body.policy, body.policy_path)
+    result = p.signals.recommend(
+        policy,
+        context=body.context,
+        candidates=body.candidates,
+        decision=body.decision,
+        decision_id=body.decision_id,
+        session_id=body.session_id,
+        greedy=body.greedy,
+        shadow=body.shadow,
+    )
+    return paths.for_request(request)(result)
+
+
+class CompareIn(_In):
+    """The promotion gate for `policy` (or `policy_path`) against the logging router."""
+
+    policy: dict[str, Any] | None = None
+    policy_path: Path | None = None
+    seq_mem: Path | None = None
+    threshold: Annotated[StrictFloat, Field(allow_inf_nan=False)] = 0.0
+    min_ess: Annotated[StrictFloat, Field(ge=0.0, allow_inf_nan=False)] = 100.0
+    default_propensity: Propensity | None = None
+    bootstrap: Bootstrap = 1000
+    seed: Seed = 0
+    level: Level = 0.95
+    max_age_hours: Age = 168
+    rewards: RewardMap = Field(default_factory=dict)
+    reward_key: list[FieldPath] | None = Field(default=None, max_length=8)
+
+
+@router.post("/compare", dependencies=[Depends(require_write)])
+def compare(
+    body: CompareIn,
+    request: Request,
+    p: Plaudit = Depends(get_plaudit),  # noqa: B008
+) -> dict[str, Any]:
+    """The comparison and its verdict (`promote`), 200 either way. Reads only."""
+    from plaudit.signals.compare import compare_policy
+
+    options = body.model_dump()
+    policy = _policy(request, options.pop("policy"), options.pop("policy_path"))
+    seq_mem = _confine(request, "seq_mem", options.pop("seq_mem"))
+    if seq_mem is not None:
+        return paths.for_request(request)(compare_policy(policy, seq_mem=seq_mem, **options))
+    return paths.for_request(request)(compare_policy(policy, plaudit=p, **options))

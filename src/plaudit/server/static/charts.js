@@ -206,17 +206,45 @@
     return finite(v) ? Math.max(lo, Math.min(hi, v)) : lo;
   }
 
+  /* Names that tell tiles apart in the room a tile has: each arm's shortest ending, in whole
+     `:`- or `/`-separated parts, that no other arm shown ends with ("…" where its start was cut:
+     `tool:exec:Bash` is `…Bash`, `file:a/README.md` and `file:b/README.md` are `…a/README.md`
+     and `…b/README.md`); a long one loses its middle, never its end. The tooltip has it all. */
+  const LABEL_MAX = 30;
+  function distinctLabels(ids) {
+    const endsWithPart = (other, tail) =>
+      other === tail || (other.endsWith(tail) && /[:/]/.test(other[other.length - tail.length - 1]));
+    return ids.map((id, i) => {
+      const parts = id.split(/(?<=[:/])/);
+      let label = id;
+      for (let n = 1; n < parts.length; n++) {
+        const tail = parts.slice(-n).join("");
+        if (ids.every((other, j) => j === i || !endsWithPart(other, tail))) {
+          label = "…" + tail;
+          break;
+        }
+      }
+      if (label.length > LABEL_MAX) {
+        const keepEnd = Math.ceil((LABEL_MAX - 1) * 0.65);
+        label = label.slice(0, LABEL_MAX - 1 - keepEnd) + "…" + label.slice(-keepEnd);
+      }
+      return label;
+    });
+  }
+
   /* One small chart per arm: posterior mean after each observation that updated it, with a
      band of two standard deviations of the Beta posterior (it narrows as the arm converges). */
   function convergence(container, series) {
     const tiles = [];
-    for (const s of series) {
+    const labels = distinctLabels(series.map((s) => s.id));
+    series.forEach((s, i) => {
       const tile = document.createElement("figure");
       tile.className = "conv-tile";
+      tile.dataset.arm = s.id;
       const cap = document.createElement("figcaption");
       const name = document.createElement("span");
       name.className = "conv-name";
-      name.textContent = s.id;
+      name.textContent = labels[i];
       name.title = s.id;
       const value = document.createElement("span");
       value.className = "conv-value";
@@ -227,7 +255,7 @@
       chart.className = "chart conv-chart";
       tile.append(cap, chart);
       tiles.push([tile, chart, s]);
-    }
+    });
     container.replaceChildren(...tiles.map((t) => t[0]));
     for (const [, chart, s] of tiles) {
       const pts = s.points.map((p) => {
@@ -272,5 +300,13 @@
     return true;
   }
 
-  global.PlauditCharts = { intervals, lines, convergence, sparkline, shortNumber, niceTicks };
+  global.PlauditCharts = {
+    intervals,
+    lines,
+    convergence,
+    distinctLabels,
+    sparkline,
+    shortNumber,
+    niceTicks,
+  };
 })(window);

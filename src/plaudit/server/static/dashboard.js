@@ -5,12 +5,18 @@
 "use strict";
 
 (function () {
-  const FAST_MS = 2000; // score, transactions, log head
-  const SLOW_MIN_MS = 5000; // posteriors, savings, gates, verify: when the log grew...
-  const SLOW_MAX_MS = 30000; // ...or at least this often
   const C = window.PlauditCharts;
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
+  /* The score, transactions and log head are polled every 5 s, as seed 003's widget is;
+     `?poll=SECONDS` (1 to 3600) sets another interval. */
+  const POLL_DEFAULT_S = 5;
+  const pollParam = Number(params.get("poll"));
+  const POLL_S =
+    Number.isFinite(pollParam) && pollParam >= 1 && pollParam <= 3600 ? pollParam : POLL_DEFAULT_S;
+  const FAST_MS = POLL_S * 1000; // score, transactions, log head
+  const SLOW_MIN_MS = Math.max(5000, FAST_MS); // posteriors, savings, gates, verify: when the log grew...
+  const SLOW_MAX_MS = Math.max(30000, FAST_MS); // ...or at least this often
   let context = params.get("context") || "";
 
   let lastHead = null;
@@ -290,6 +296,8 @@
   function setConn(ok) {
     const conn = $("conn");
     conn.textContent = ok ? "live" : "server unreachable";
+    conn.title = `connection to the server; the score is polled every ${POLL_S} s (?poll=SECONDS)`;
+    conn.dataset.pollSeconds = String(POLL_S);
     conn.className = "conn " + (ok ? "conn-ok" : "conn-bad");
     if (ok) $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
   }

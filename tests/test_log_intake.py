@@ -1,7 +1,9 @@
-"""The relay, the pump and `enqueue` (plaudit.store.relay): results handed between processes.
+"""PostgreSQL's intake route: `enqueue`, the pump, the relay, and an intake nobody can use to
+forge or drop events (plaudit.store.postgres_sequencer, plaudit.store.relay).
 
-The PostgreSQL tests run against the real server; the SQLite ones check that `enqueue` is a
-plain append where there is no intake.
+The PostgreSQL tests run against the real server; the SQLite one checks that `enqueue` is a
+plain append where there is no intake. Tests that edit the intake with SQL play a database
+user who tampers with it, or a race the code cannot otherwise be made to lose on cue.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,9 +48,17 @@ def _one_process_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
 tokens = st.text(alphabet="0123456789abcdef", min_size=1, max_size=32)
 
 
-@given(st.lists(st.tuples(tokens, st.one_of(st.none(), st.integers(1, 2**62))), max_size=600))
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(tokens, st.none(), st.just("")),
+            st.tuples(tokens, st.integers(1, 2**62), tokens),
+        ),
+        max_size=600,
+    )
+)
 def test_results_survive_the_payloads_whole_and_in_order(
-    results: list[tuple[str, int | None]],
+    results: list[tuple[str, int | None, str]],
 ) -> None:
     payloads = encode_results(results)
     assert all(len(p.encode()) <= PAYLOAD_LIMIT for p in payloads)
@@ -103,7 +114,6 @@ def test_enqueue_refuses_conflicts_with_the_log_and_with_the_intake(pg_url: str)
         assert got is not None and got.payload == {"v": 1}
         # An id still pending in the intake with other content is a conflict too. A writer
         # holds the lease meanwhile, so nothing sequences the pending row under the test.
-        backend: Any = p.backend
         holding, release = threading.Event(), threading.Event()
 
         def hold() -> None:
@@ -115,13 +125,17 @@ def test_enqueue_refuses_conflicts_with_the_log_and_with_the_intake(pg_url: str)
         holder.start()
         try:
             assert holding.wait(30)
-            with backend.intake() as tx:
-                tx.intake_put([("pend", TYPE, 1, "s", "t", '{"v":1}', "{}", b"\1" * 32, "b", True)])
+            assert p.log.enqueue(event("pend", 1)).status == "queued"
             with pytest.raises(ConflictError):
                 p.log.enqueue(event("pend", 9))
+            with pytest.raises(ConflictError):  # a strict batch takes nothing in
+                p.log.enqueue_batch([event("pend-2", 1), event("pend", 9)])
         finally:
             release.set()
             holder.join(30)
+        p.log.sequence()
+        assert p.log.get("pend").payload == {"v": 1}  # type: ignore[union-attr]
+        assert p.log.get("pend-2") is None
 
 
 @pytest.mark.postgres
@@ -130,13 +144,7 @@ def test_a_conflict_only_the_pass_can_see_is_quarantined_not_lost(pg_url: str) -
     refused by the pass; its row is kept in the quarantine with the reason."""
     with Plaudit.open(pg_url) as p:
         p.log.append(event("raced", 1))
-        with p.backend.intake() as tx:  # as if the intake check ran before that commit
-            tx.execute(
-                "INSERT INTO plaudit_intake (id, type, ts_ms, session_id, source, payload, "
-                "meta, content_digest, batch, strict) VALUES (?, ?, 1, 's', 't', ?, '{}', ?, "
-                "'late', ?)",
-                ("raced", TYPE, '{"v":2}', b"\2" * 32, False),
-            )
+        put_intake(p, event("raced", 2), "late")  # as if the intake check ran before that commit
         p.log.sequence()
         got = p.log.get("raced")
         assert got is not None and got.payload == {"v": 1}
@@ -153,7 +161,7 @@ def test_appends_finish_when_every_notification_is_lost(
 ) -> None:
     """The relay is a shortcut: waiters that hear nothing look their ids up themselves."""
     monkeypatch.setattr(relay_mod.Relay, "_deliver", lambda self, payload: None)
-    monkeypatch.setattr("plaudit.store.log.RELAY_WAIT_S", 0.01)
+    monkeypatch.setattr("plaudit.store.postgres_sequencer.RELAY_WAIT_S", 0.01)
     with Plaudit.open(pg_url) as p:
         errors: list[BaseException] = []
 
@@ -179,7 +187,8 @@ HOLD_PUMP = r"""
 import sys, time
 from plaudit import Plaudit
 p = Plaudit.open(sys.argv[1])
-assert p.backend.claim_pump()
+conn = p.backend.claim_pump()
+assert conn is not None
 print("holding", flush=True)
 time.sleep(600)
 """
@@ -220,18 +229,21 @@ def test_a_stuck_pump_does_not_stall_waiting_appenders(pg_url: str) -> None:
 
 @pytest.mark.postgres
 def test_only_intake_that_waits_for_a_pass_skips_its_own_flush(pg_url: str) -> None:
-    """An appender that waits for a sequencing pass commits its intake without waiting for the
-    WAL flush (the pass's commit flushes it, before anything is acknowledged); the setting is
-    local to that transaction, so nothing else on the connection is relaxed."""
+    """An appender that waits for a sequencing pass commits its intake row without waiting for
+    the WAL flush (the pass's commit flushes it, before anything is acknowledged); the setting
+    is local to that statement's transaction, so nothing else on the connection is relaxed.
+    (A server crash between the two is not something this suite can cause on a shared
+    server: this checks the setting and its scope.)"""
+    from plaudit.events import prepare
+
     with Plaudit.open(pg_url) as p:
         b: Any = p.backend
-        with b.intake(relaxed=True) as tx:
-            assert tx.scalar("SHOW synchronous_commit") == "off"
+        pre = prepare(event("relaxed", 1))
+        row = (*_row(pre), "r", True)
         with b.intake() as tx:
-            assert tx.scalar("SHOW synchronous_commit") == "on"
-        with b.intake(single=True, relaxed=True) as tx:
-            row = ("relaxed", TYPE, 1, "s", "t", '{"v":1}', "{}", b"\3" * 32, "r", True)
-            assert tx.intake_put([row])[0][4] is True
+            cur = tx.cursor()
+            cur.execute("SELECT set_config('synchronous_commit', 'on', false)")
+            assert b.ops.intake_put(tx, [row], relaxed=True)[0][4] is True
             assert tx.scalar("SHOW synchronous_commit") == "on"
         assert p.log.sequence() == 1
 
@@ -266,43 +278,161 @@ def test_an_idle_pump_catches_trailing_projections_up(pg_url: str) -> None:
         unregister_projection(proj.name)
 
 
-@pytest.mark.postgres
-def test_a_pump_pass_takes_one_short_chunk_and_never_rereads_the_head(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+def _row(p: Any) -> tuple[Any, ...]:
+    e = p.event
+    return (e.id, e.type, e.ts_ms, e.session_id, e.source, p.payload_text, p.meta_text,
+            p.content_digest)  # fmt: skip
+
+
+def put_intake(
+    p: Plaudit, ev: dict[str, Any], batch: str, *, strict: bool = False, **edit: Any
 ) -> None:
-    """A pump pass commits as soon as a take comes back short of a full chunk (its appenders
-    hear sooner; the next pass takes what arrived meanwhile), and after a chunk it wrote it
-    continues on the head it left, with no read of the head row."""
-    import psycopg
-
+    """Insert an intake row with SQL, as a database user could (`edit` overrides columns)."""
     from plaudit.events import prepare
-    from plaudit.store import log as log_mod
 
-    monkeypatch.setattr(log_mod, "DRAIN_CHUNK", 2)
-    sent: list[str] = []
-    execute = psycopg.Cursor.execute
+    cols = dict(
+        zip(
+            ("id", "type", "ts_ms", "session_id", "source", "payload", "meta", "content_digest"),
+            _row(prepare(ev)),
+            strict=True,
+        )
+    )
+    cols.update(edit, batch=batch, strict=strict)
+    conn = p.backend.connection()  # autocommit: the insert commits on its own
+    conn.execute(
+        f"INSERT INTO plaudit_intake ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})",
+        list(cols.values()),
+    )
 
-    def traced(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query))
-        return execute(self, query, *args, **kwargs)
 
+# -- an intake that cannot be used to forge or drop -------------------------------------------
+
+
+@pytest.fixture
+def held(pg_url: str) -> Iterator[tuple[Plaudit, Plaudit, threading.Event]]:
+    """A handle, and a second one holding the lease until the test sets the event: whatever
+    enters the intake meanwhile waits there, where a database user could edit it."""
+    release, holding = threading.Event(), threading.Event()
+    p, h = Plaudit.open(pg_url), Plaudit.open(pg_url)
+
+    def hold() -> None:
+        with h.log.writer():
+            holding.set()
+            release.wait(30)
+
+    th = threading.Thread(target=hold)
+    th.start()
+    assert holding.wait(30)
+    try:
+        yield p, h, release
+    finally:
+        release.set()
+        th.join(30)
+        p.close()
+        h.close()
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as exc:
+            out.append(exc)
+
+    th = threading.Thread(target=run)
+    th.start()
+    return th, out
+
+
+def _wait_pending(p: Plaudit, ident: str) -> None:
+    start = time.monotonic()
+    while True:
+        n = (
+            p.backend.connection()
+            .execute("SELECT count(*) FROM plaudit_intake WHERE id = %s", (ident,))
+            .fetchone()[0]
+        )
+        if n:
+            return
+        assert time.monotonic() - start < 10
+        time.sleep(0.01)
+
+
+@pytest.mark.postgres
+def test_an_edited_intake_row_is_reported_to_its_appender_as_tampering(held: Any) -> None:
+    """A database user edits a pending row's payload and digest consistently: the pass
+    sequences it (it is valid), but the waiting `append` hears that other content was
+    sequenced under its id and raises, where it used to be told "appended"."""
+    from plaudit.errors import IntegrityError
+    from plaudit.events import prepare
+
+    p, _, release = held
+    th, out = _in_thread(lambda: p.log.append(event("victim", 1)))
+    _wait_pending(p, "victim")
+    forged = prepare(event("victim", 1000))
+    p.backend.connection().execute(
+        "UPDATE plaudit_intake SET payload = %s, content_digest = %s WHERE id = 'victim'",
+        (forged.payload_text, forged.content_digest),
+    )
+    release.set()
+    th.join(30)
+    assert isinstance(out[0], IntegrityError) and "tampering" in str(out[0])
+
+
+@pytest.mark.postgres
+def test_an_edited_row_whose_digest_no_longer_matches_is_quarantined(held: Any) -> None:
+    """Edited payload, old digest: the pass recomputes the digest, refuses the row (kept in
+    quarantine with the reason), and the appender is told it was never sequenced."""
+    from plaudit.errors import IntegrityError
+
+    p, _, release = held
+    th, out = _in_thread(lambda: p.log.append(event("victim2", 1)))
+    _wait_pending(p, "victim2")
+    p.backend.connection().execute(
+        "UPDATE plaudit_intake SET payload = '{\"v\":1000}' WHERE id = 'victim2'"
+    )
+    release.set()
+    th.join(30)
+    assert isinstance(out[0], IntegrityError) and "never sequenced" in str(out[0])
+    assert p.log.get("victim2") is None
+    with p.log.reading() as view:
+        kept = view.quarantined(file="plaudit_intake")
+    assert any("content_digest" in q.reason for q in kept)
+    assert p.log.verify().ok
+
+
+@pytest.mark.postgres
+def test_a_deleted_intake_row_is_reported_not_called_a_conflict(held: Any) -> None:
+    from plaudit.errors import IntegrityError
+
+    p, _, release = held
+    th, out = _in_thread(lambda: p.log.append(event("gone", 1)))
+    _wait_pending(p, "gone")
+    p.backend.connection().execute("DELETE FROM plaudit_intake WHERE id = 'gone'")
+    release.set()
+    th.join(30)
+    assert isinstance(out[0], IntegrityError) and "never sequenced" in str(out[0])
+
+
+@pytest.mark.postgres
+def test_injected_and_undecodable_rows_are_quarantined_and_never_stop_writes(pg_url: str) -> None:
+    """Rows inserted straight into the intake are validated when sequenced: one whose payload
+    is not JSON, one that breaks the event rules, one whose digest is not its content's are
+    quarantined with their reasons; a valid one is sequenced; appends go on throughout."""
     with Plaudit.open(pg_url) as p:
-        p.log.append(event("first"))
-        backend: Any = p.backend
-        ready = [prepare(event(f"i{k}", k)) for k in range(5)]
-        rows = [
-            (e.event.id, TYPE, 1, "s", "t", e.payload_text, e.meta_text, e.content_digest)
-            for e in ready
-        ]
-        with backend.intake() as tx:
-            tx.intake_put([(*row, f"b{k}", True) for k, row in enumerate(rows)])
-        monkeypatch.setattr(psycopg.Cursor, "execute", traced)
-        assert p.log._pump_pass() == 5  # chunks of 2, 2 and 1: full, full, short
-        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
-        takes = [q for q in sent if "DELETE FROM plaudit_intake" in q]
-        head_reads = [q for q in sent if "FROM plaudit_head WHERE one = 1 FOR UPDATE" in q]
-        assert len(takes) == 3, sent  # no fourth take to find the intake empty
-        assert head_reads == [], head_reads
-        assert [e.id for e in p.log.replay()] == ["first"] + [f"i{k}" for k in range(5)]
-        assert [e.seq for e in p.log.replay()] == list(range(1, 7))
+        put_intake(p, event("bad-json", 1), "x1", payload="{not json")
+        put_intake(p, event("bad-type", 1), "x2", type="no namespace")
+        put_intake(p, event("bad-digest", 1), "x3", content_digest=b"\1" * 32)
+        put_intake(p, event("forged-ledger", 1), "x4")  # valid: sequenced like any enqueue
+        assert p.log.append(event("after", 1)).status == "appended"
+        p.log.sequence()
+        ids = {e.id for e in p.log.replay()}
+        assert ids == {"after", "forged-ledger"}
+        with p.log.reading() as view:
+            reasons = {q.reason for q in view.quarantined(file="plaudit_intake")}
+        assert len(reasons) == 3, reasons
+        assert any("JSON" in r or "malformed" in r.lower() for r in reasons), reasons
+        assert any("type" in r for r in reasons) and any("content_digest" in r for r in reasons)
         assert p.log.verify().ok
