@@ -83,8 +83,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         savings = p.bandit.savings()
         for stats in p.bandit.posteriors("code"):
             print(f"code  {stats.id:32} mean={stats.mean:.2f} pulls={stats.pulls}")
-        pct = savings["prompt_savings_percent"]
-        print(f"token savings: {pct:.1f}%" if pct is not None else "token savings: n/a")
+        pct, lo, hi = (
+            savings[k] for k in ("prompt_savings_percent", "prompt_ci_low", "prompt_ci_high")
+        )
+        ci = f" (95% CI {lo:.1f}% .. {hi:.1f}%)" if lo is not None else ""
+        print(
+            f"token savings: {pct:.1f}%{ci} of prompt tokens, against {savings['counterfactual']}"
+            if pct is not None
+            else "token savings: n/a (no runs recorded)"
+        )
     return savings
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from plaudit import Plaudit
 from plaudit.cli import main
@@ -40,6 +41,15 @@ def test_demo_cli_prints_the_report(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "token savings" in out and "hash chain intact: yes" in out
     assert "plaudit serve --db" in out
+    # the headline is the store's figure, with its interval and what it is measured against
+    with Plaudit.open(str(tmp_path / "demo" / "plaudit.db")) as p:
+        s = p.bandit.savings()
+    shown = re.search(r"token savings +(-?[\d.]+)% +\(95% CI (-?[\d.]+)% \.\. (-?[\d.]+)%\)", out)
+    assert shown is not None, out
+    want = (s["prompt_savings_percent"], s["prompt_ci_low"], s["prompt_ci_high"])
+    assert [float(x) for x in shown.groups()] == [round(v, 1) for v in want]
+    assert f"in {s['runs']} runs, against what each would have sent" in out
+    assert s["counterfactual"] in out
 
 
 def test_demo_refuses_a_directory_holding_user_files(tmp_path, capsys):

@@ -31,7 +31,12 @@ def test_select_records_a_run_with_propensities(pl: Plaudit, arms) -> None:
     p = ev.payload
     assert p["context"] == "code" and p["budget"] == 8000
     assert p["is_baseline"] == sel.is_baseline
-    assert {a: t for a, t in p["arms"]} == {a["id"]: a["tokens"] for a in arms}
+    # the arms considered are recorded once, as a set the run names, and read back whole
+    assert "arms" not in p and p["arm_set"]
+    assert pl.bandit.considered(sel.run_id) == {a["id"]: a["tokens"] for a in arms}
+    assert {a: t for a, t in pl.bandit.run(sel.run_id)["arms"]} == {
+        a["id"]: a["tokens"] for a in arms
+    }
     assert p["included"] == sel.included and len(p["p"]) == len(sel.included)
     assert all(0.0 < x <= 1.0 for x in p["p"])
     assert p["inventory_tokens"] == sum(a["tokens"] for a in arms)
@@ -112,7 +117,7 @@ def test_observations_are_recorded_compactly_and_read_back_by_id(pl: Plaudit, ar
     obs = pl.bandit.observe(sel.run_id, OUTPUT, tool_calls=[{"name": "Bash"}])
     stored = pl.log.get(f"obs:{sel.run_id}")
     assert stored is not None and "rewards" not in stored.payload
-    assert stored.payload["arms"].split("\n") == sel.included
+    assert stored.payload["arms"].split("\n") == sorted(sel.included)  # in id order
     assert rewards_of(stored.payload) == obs.rewards
     assert pl.bandit.run(sel.run_id)["observation"]["rewards"] == obs.rewards
     assert "hits" not in pl.bandit.run(sel.run_id)["observation"]

@@ -18,7 +18,12 @@ from plaudit import Plaudit
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig
 from plaudit.bandit.memory import MemoryLearner
-from plaudit.bandit.projection import CHECKPOINT_LIMIT, INLINE_EVERY, compact_rewards
+from plaudit.bandit.projection import (
+    CHECKPOINT_LIMIT,
+    INLINE_EVERY,
+    BanditProjection,
+    compact_rewards,
+)
 from plaudit.events import make_event
 
 IDS = ["file:ws:a.py", "skill:debugging:main", "tool:exec:Bash", "tool:web:Search"]
@@ -128,7 +133,7 @@ def test_version_3_store_migrates(tmp_path: Path, posterior_table: Any) -> None:
         with p.backend.read() as tx:
             v = tx.scalar("SELECT version FROM plaudit_projections WHERE name = 'bandit'")
             pending = tx.scalar("SELECT COUNT(*) FROM bandit_pending")
-        assert v == 4 and pending == 5
+        assert v == BanditProjection.version and pending == 5
 
 
 @given(

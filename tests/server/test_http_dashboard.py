@@ -290,6 +290,70 @@ def test_dashboard_degrades_to_no_data_yet(serve_factory, tmp_path: Path) -> Non
     _keep(shot)
 
 
+def _measured_saving(p: Plaudit) -> float:
+    """The saving of the store's runs as the log records them: each run's prompt tokens
+    against its counterfactual (the whole inventory when it fit the budget, else the
+    random-order fill the run recorded), computed here, not by plaudit's summary."""
+    sent = counter = 0
+    for ev in p.log.replay(types=["plaudit.bandit.run.v2"]):
+        r = ev.payload
+        sent += r["used_tokens"]
+        fits = r["inventory_tokens"] <= r["budget"]
+        counter += r["inventory_tokens"] if fits else r["baseline_tokens"]
+    return (1 - sent / counter) * 100
+
+
+@pytest.mark.slow
+def test_the_savings_card_shows_the_measured_saving(serve_factory, tmp_path: Path) -> None:
+    """On a budget that fits the inventory and on one that binds: the card's headline is the
+    saving measured from the runs, its interval holds it, and the card says what it is
+    measured against; an arm registered after the runs is drawn as under-explored."""
+    _chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    from plaudit.bandit.simulator import run_store
+    from plaudit.bandit.workloads import stationary
+
+    cases = []
+    for name, budget, against in (
+        ("fits", 40_000, "the full inventory"),
+        ("binds", 9_000, "random-order fill up to the budget"),
+    ):
+        db = str(tmp_path / f"{name}.db")
+        sc = stationary()
+        sc.budget = budget  # the inventory holds about 22,700 tokens
+        with Plaudit.open(db) as p:
+            run_store(p, sc, 120, seed=3)
+            p.bandit.register([{"id": "tool:exec:Fresh", "tokens": 10}])
+            measured = _measured_saving(p)
+        cases.append((serve_factory(db), measured, against))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            for srv, measured, against in cases:
+                page.goto(f"{srv.url}/")
+                page.wait_for_selector("#savings-chart svg path", state="attached", timeout=10_000)
+                headline = page.locator("#savings-percent").inner_text()
+                shown = re.fullmatch(r"(-?[\d.]+)% saved", headline)
+                assert shown is not None, headline
+                assert float(shown.group(1)) == round(measured, 1), (headline, measured)
+                ci = re.fullmatch(
+                    r"95% CI (-?[\d.]+)% to (-?[\d.]+)%", page.locator("#savings-ci").inner_text()
+                )
+                assert ci is not None and float(ci.group(1)) <= measured <= float(ci.group(2))
+                what = page.locator("#savings-what").inner_text()
+                assert what == f"of prompt tokens in 120 runs, against {against}", what
+                page.wait_for_selector("#arms-chart svg circle.mean-under", state="attached")
+                notes = page.locator("#arms-chart text.bar-note").all_text_contents()
+                assert sum("under-explored" in n for n in notes) == 1, notes
+        finally:
+            browser.close()
+    assert errors == []
+
+
 def _seed_long_arm_names(db: str) -> list[str]:
     """Arms whose ids share long beginnings, as real inventories' do."""
     names = [

@@ -12,6 +12,8 @@ import type {
   PosteriorsQuery,
   RegisteredArms,
   Run,
+  RunListing,
+  RunsQuery,
   Savings,
   SavingsQuery,
   Selection,
@@ -56,6 +58,11 @@ export class BanditApi {
     return this.#http.request("GET", `/v1/bandit/runs/${encodeURIComponent(runId)}`, options);
   }
 
+  /** Recorded runs, newest first, of one session (`session_id`) or all; page with `limit` and `offset`. */
+  runs(query: RunsQuery = {}, options?: CallOptions): Promise<RunListing> {
+    return this.#http.request("GET", "/v1/bandit/runs", { ...options, query });
+  }
+
   posteriors(query: PosteriorsQuery = {}, options?: CallOptions): Promise<Posteriors> {
     return this.#http.request("GET", "/v1/bandit/posteriors", { ...options, query });
   }
@@ -65,7 +72,7 @@ export class BanditApi {
     return out.contexts;
   }
 
-  /** Tokens saved by selection against baseline runs, with an interval. */
+  /** Prompt tokens saved against each run's counterfactual (`prompt_savings_percent`), with an interval. */
   savings(query: SavingsQuery = {}, options?: CallOptions): Promise<Savings> {
     return this.#http.request("GET", "/v1/bandit/savings", { ...options, query });
   }

@@ -69,6 +69,7 @@ export type ResponseOf<P extends keyof paths, M extends HttpMethod> =
 
 export type PosteriorsQuery = QueryOf<"/v1/bandit/posteriors", "get">;
 export type SavingsQuery = QueryOf<"/v1/bandit/savings", "get">;
+export type RunsQuery = QueryOf<"/v1/bandit/runs", "get">;
 export type HistoryQuery = QueryOf<"/v1/bandit/history", "get">;
 export type TransactionsQuery = QueryOf<"/v1/ledger/transactions", "get">;
 export type ReportQuery = QueryOf<"/v1/ledger/report", "get">;
@@ -122,8 +123,13 @@ export interface Selection extends Open {
   budget: number;
   context: string | null;
   phase: string;
-  /** Each arm's probability of being included (the propensity). */
+  /** Each included arm's probability of being included (the propensity). */
   probabilities: Record<string, number>;
+  /**
+   * A note to put in the prompt naming what was left out and how to get it, so that what the
+   * agent fetches is reported by `observe`; `null` when nothing that can be fetched was left out.
+   */
+  guidance: string | null;
 }
 
 export interface Observation extends Open {
@@ -152,6 +158,8 @@ export interface ArmPosterior extends Open {
   kind: string;
   protected: boolean;
   context: string | null;
+  /** Fewer pulls than `min_pulls` (`min_pulls_context` in a context): always included while the inventory fits. */
+  underexplored: boolean;
 }
 
 export interface Posteriors extends Open {
@@ -180,7 +188,14 @@ export interface History extends Open {
 }
 
 export interface Savings extends Open {
-  /** `null` until both baseline and selected runs have been observed. */
+  /** The headline: prompt tokens saved against what each run would have sent without the bandit. */
+  prompt_savings_percent: number | null;
+  prompt_ci_low: number | null;
+  prompt_ci_high: number | null;
+  /** What each run would have sent: `the full inventory`, or a random-order fill of the budget. */
+  counterfactual: string;
+  runs: number;
+  /** The seed's comparison: `null` until both baseline and selected runs have been observed. */
   token_savings_percent: number | null;
   ci_low: number | null;
   ci_high: number | null;
@@ -200,6 +215,30 @@ export interface Run extends Open {
   used_tokens: number;
   /** `null` until the run is observed. */
   observation: (Open & { rewards: Record<string, number> }) | null;
+}
+
+/** A run as `runs()` lists it: its record, how many arms it included, and its outcome once observed. */
+export interface RunListed extends Open {
+  run_id: string;
+  seq: number;
+  ts_ms: number;
+  session_id: string;
+  context: string | null;
+  is_baseline: boolean;
+  phase: string;
+  budget: number;
+  used_tokens: number;
+  inventory_tokens: number;
+  baseline_tokens: number | null;
+  included: number;
+  observed: boolean;
+}
+
+export interface RunListing extends Open {
+  session_id: string | null;
+  limit: number;
+  offset: number;
+  runs: RunListed[];
 }
 
 export type BanditConfig = Open;

@@ -29,6 +29,28 @@ function byId(p) {
 }
 
 describe("bandit", () => {
+  test("runs lists a session's runs newest first, paged by limit and offset", async () => {
+    const c = live.client;
+    const { arms } = freshArms();
+    const session_id = unique("session");
+    const made = [];
+    for (let i = 0; i < 3; i++) {
+      made.push((await c.bandit.select({ arms, token_budget: 400, session_id, seed: i })).run_id);
+    }
+    const all = await c.bandit.runs({ session_id });
+    assert.deepEqual(
+      all.runs.map((r) => r.run_id),
+      made.slice().reverse(),
+    );
+    const page = await c.bandit.runs({ session_id, limit: 1, offset: 1 });
+    assert.deepEqual(
+      page.runs.map((r) => r.run_id),
+      [made[1]],
+    );
+    const sel = await c.bandit.select({ arms, token_budget: 400, session_id, seed: 9 });
+    assert.ok(sel.excluded.length > 0 && sel.guidance?.includes("components were left out"));
+  });
+
   test("select then observe moves each included arm's posterior the way its reward says", async () => {
     const c = live.client;
     const { tool, file, arms } = freshArms();

@@ -6,14 +6,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import numpy as np
 
+from plaudit.bandit import armsets, fold, guidance, policy, posteriors, projection
 from plaudit.bandit import config as cfgmod
-from plaudit.bandit import fold, policy, posteriors, projection
 from plaudit.bandit.arms import Arm, coerce_arms, parse_arm_id
+from plaudit.bandit.armsets import ArmLists, Listed, changed_arms
 from plaudit.bandit.detect import inventory_index, referenced_arms
 from plaudit.bandit.projection import (
     ARMS_V1,
@@ -76,14 +77,16 @@ def _check_tool_calls(tool_calls: Any) -> list[dict[str, Any]]:
         raise ValidationError("tool_calls", "must be a list of objects with a 'name'")
     out = []
     for i, call in enumerate(tool_calls):
-        if not isinstance(call, Mapping):
-            raise ValidationError(
-                "tool_calls", f"must be an object, got {type(call).__name__}", where=f"[{i}]"
-            )
+        if type(call) is not dict:  # a plain dict is taken as it is (the usual case)
+            if not isinstance(call, Mapping):
+                raise ValidationError(
+                    "tool_calls", f"must be an object, got {type(call).__name__}", where=f"[{i}]"
+                )
+            call = dict(call)
         name = call.get("name")
         if not isinstance(name, str) or not name:
             raise ValidationError("tool_calls", "needs a non-empty string 'name'", where=f"[{i}]")
-        out.append(dict(call))
+        out.append(call)
         if len(out) > MAX_TOOL_CALLS:
             raise ValidationError("tool_calls", f"more than {MAX_TOOL_CALLS} calls")
     return out
@@ -99,10 +102,9 @@ def _fill_share(inp: policy.PolicyInput) -> np.ndarray:
     return np.where(inp.protected, 1.0, max(share, 1e-6))
 
 
-def _excluded(ids: list[str], included: np.ndarray, id_array: np.ndarray | None) -> list[str]:
-    """The excluded ids; the registry keeps its ids (`id_array`) as an object array for
-    large inventories."""
-    if id_array is not None and len(ids) > 256:
+def _excluded(ids: list[str], included: np.ndarray, id_array: np.ndarray) -> list[str]:
+    """The excluded ids (`id_array`: the same ids as an object array, for large lists)."""
+    if len(ids) > 256:
         return id_array[~included].tolist()
     return [ids[i] for i in np.flatnonzero(~included)]
 
@@ -119,6 +121,59 @@ def _rounded(values: list[float]) -> list[float]:
             r = seen[v] = round(v, 6)
         out.append(r)
     return out
+
+
+class _Drawn(NamedTuple):
+    included: np.ndarray
+    probs: np.ndarray
+    is_baseline: bool
+    #: what the run would have sent without the bandit (see `savings`)
+    counterfactual: np.ndarray
+    rate: float
+
+
+def _draw(
+    cfg: cfgmod.BanditConfig, inp: policy.PolicyInput, rng: np.random.Generator, budget: int
+) -> _Drawn:
+    """One run's arms: a baseline (every arm that fits) with probability `baseline_rate`,
+    else the policy's plan drawn; and each arm's propensity."""
+    n = len(inp.tokens)
+    rate = cfg.rate_for(n)
+    fits = int(inp.tokens.sum()) <= budget
+    if cfg.phase == "passive":
+        included, is_baseline = policy.baseline(inp, rng), False
+        probs = np.ones(n) if fits else _fill_share(inp)
+    else:
+        is_baseline = bool(rng.random() < rate)
+        if is_baseline:
+            included = policy.baseline(inp, rng)
+            probs = np.ones(n) if fits else _fill_share(inp)
+        else:
+            plan = policy.plan(inp)
+            included = policy.draw(plan, rng)
+            probs = plan.propensities
+    # The full inventory when it fits, else a random-order fill (policy.baseline); a
+    # baseline run is its own counterfactual.
+    counterfactual = included if is_baseline else policy.baseline(inp, rng)
+    return _Drawn(included, probs, is_baseline, counterfactual, rate)
+
+
+def _policy_record(
+    cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int, rate: float
+) -> dict[str, Any]:
+    """The policy parameters a run event records."""
+    return {
+        "threshold": cfg.threshold,
+        "miss_cost": policy_miss_cost(cfg, tokens, budget),
+        "core_level": cfg.core_level,
+        "proof_level": cfg.proof_level,
+        "explore_floor": cfg.explore_floor,
+        "explore_max": cfg.explore_max,
+        "min_pulls": cfg.min_pulls,
+        "baseline_rate": rate,
+        "context_pseudo_count": cfg.context_pseudo_count,
+        "drift": cfg.drift,
+    }
 
 
 def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) -> float | None:
@@ -139,6 +194,74 @@ def _outcome(payload: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _by_id(
+    included: list[str], hit: np.ndarray, at: np.ndarray | None
+) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """`included`, its rewards `hit` and registry positions `at` in the order of the ids, as
+    an observation records them and the fold takes them. A registered run's arms come in
+    registry order, which is that order; a list passed with the select comes as given, and
+    the registry positions sort it without comparing strings."""
+    if at is not None:
+        if at.size < 2 or bool((at[1:] > at[:-1]).all()):
+            return included, hit, at
+        order = np.argsort(at, kind="stable")
+        return [included[i] for i in order.tolist()], hit[order], at[order]
+    ids = sorted(included)
+    if ids == included:
+        return included, hit, None
+    by_id = dict(zip(included, hit.tolist(), strict=True))
+    return ids, np.fromiter((by_id[a] for a in ids), dtype=bool, count=len(ids)), None
+
+
+#: The most runs `Bandit.runs` returns at once.
+MAX_RUNS_LISTED = 1000
+_RUN_COLUMNS = (
+    "run_id, seq, ts_ms, session_id, context, is_baseline, phase, budget, used_tokens, "
+    "considered_tokens, baseline_tokens, included, observed, usage_tokens, duration_ms, "
+    "error, updated"
+)
+
+
+def _run_listed(r: Sequence[Any]) -> dict[str, Any]:
+    """A run as `Bandit.runs` lists it: its record, how many arms it included, and its
+    outcome once observed."""
+    out = {
+        "run_id": r[0],
+        "seq": int(r[1]),
+        "ts_ms": int(r[2]),
+        "session_id": r[3],
+        "context": r[4],
+        "is_baseline": bool(r[5]),
+        "phase": r[6],
+        "budget": int(r[7]),
+        "used_tokens": int(r[8]),
+        "inventory_tokens": int(r[9]),
+        "baseline_tokens": None if r[10] is None else int(r[10]),
+        "included": len(msgspec.json.decode(r[11])),
+        "observed": bool(r[12]),
+    }
+    if out["observed"]:
+        out["usage_tokens"] = None if r[13] is None else int(r[13])
+        out["duration_ms"] = None if r[14] is None else float(r[14])
+        out["error"] = r[15]
+        out["updated"] = bool(r[16])
+    return out
+
+
+def _repeated(
+    w: Any, res: AppendResult, oid: str, run_id: str, payload: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The stored payload of observation `oid`, which `res` found recorded already, with
+    this outcome (possibly with rewards by id, by an older version); a different outcome
+    raises ConflictError."""
+    stored = w.get(oid)
+    if res.status == "conflict" and (
+        stored is None or _outcome(stored.payload) != _outcome(payload)
+    ):
+        raise ConflictError(oid, f"run {run_id!r} was already observed with a different outcome")
+    return None if stored is None else dict(stored.payload)
+
+
 def _observation_id(run_id: str) -> str:
     oid = f"obs:{run_id}"
     return oid if len(oid) <= 200 else "obs:" + hashlib.sha256(run_id.encode()).hexdigest()
@@ -151,6 +274,8 @@ class Bandit:
         self.p = plaudit
         self._ready = False
         self._cache = posteriors.PosteriorCache()
+        #: The arm lists passed to `select` and the arm sets recorded (see `armsets.py`).
+        self._lists = ArmLists()
         #: The parsed settings and the `bandit_meta.config_seq` they were read at (see
         #: `_config_at`).
         self._settings: tuple[int, cfgmod.BanditConfig] | None = None
@@ -214,8 +339,8 @@ class Bandit:
         return self.config
 
     def _registered(self, tx: Any, ids: Sequence[str] | None = None) -> dict[str, Arm]:
-        if ids is None:
-            rows = tx.fetchall("SELECT id, tokens, content, kind FROM bandit_arms ORDER BY id")
+        if ids is None:  # in id order as Python sorts, whatever the database's collation
+            rows = sorted(tx.fetchall("SELECT id, tokens, content, kind FROM bandit_arms"))
         else:
             rows = []
             for i in range(0, len(ids), 400):
@@ -235,22 +360,9 @@ class Bandit:
         return arms
 
     def _register_in(self, w: Any, arms: list[Arm]) -> None:
-        known = self._registered(w.tx, [a.id for a in arms])
-        changed = []
-        for a in arms:
-            old = known.get(a.id)
-            if (
-                old is None
-                or old.tokens != a.tokens
-                or old.kind != a.effective_kind
-                or (a.content is not None and old.content != a.content)
-            ):
-                content = a.content if a.content is not None else (old.content if old else None)
-                changed.append(
-                    msgspec.structs.replace(a, kind=a.effective_kind, content=content).to_dict()
-                )
+        changed = changed_arms(arms, self._registered(w.tx, [a.id for a in arms]))
         if changed:
-            w.append(make_event(ARMS_V1, {"arms": changed}, source="bandit"))
+            w.append(make_event(ARMS_V1, {"arms": [a.to_dict() for a in changed]}, source="bandit"))
 
     # -- selection ---------------------------------------------------------------------
     def select(
@@ -264,96 +376,88 @@ class Bandit:
     ) -> Selection:
         """Choose the arms for one run and record the run in the log.
 
-        `arms=None` considers every registered arm. `seed` makes the choice reproducible.
+        `arms=None` considers every registered arm. Arms passed here that are new or changed
+        are registered with the run; a list passed again costs what changed in it (see
+        `armsets.py`). `seed` makes the choice reproducible.
         """
         token_budget = _check_int("token_budget", token_budget, 0, MAX_BUDGET)
         context = _check_context(context)
         seed = _check_opt_int("seed", seed, 0, 2**53 - 1)
-        explicit = None if arms is None else coerce_arms(arms)
-        if explicit is not None and not explicit:
-            raise ValidationError("arms", "is empty: give at least one arm")
+        listed = None if arms is None else self._lists.listed(arms)
         self._ensure()
-        cache = self._cache
-
-        def policy_input(tx: Any) -> tuple[Any, Any, list[str], Any]:
-            cfg = cache.cfg
-            reg = cache.registry  # the one the policy input is over (another may replace it)
-            if explicit is None:
-                ids = reg.ids
-                if not ids:
-                    raise ValidationError("arms", "none given and none registered")
-            else:
-                ids = [a.id for a in explicit]
-            return cfg, reg, ids, cache.policy_input(tx, context, cfg, token_budget, explicit)
-
-        # Usually the cache is current (this process observed last): one row says so.
-        got = None
-        with self.p.backend.read_statement() as one, cache.lock:
-            if cache.settle(cache.read_meta(one), (GLOBAL, context) if context else (GLOBAL,)):
-                got = policy_input(one)
-        if got is None:
-            with self.p.backend.read() as tx, cache.lock:
-                cache.refresh(tx)
-                got = policy_input(tx)
-        cfg, reg, ids, inp = got
-        tokens = inp.tokens
+        cfg, reg, reg_seq, inp = self._policy_input(context, token_budget, listed)
+        ids = reg.ids if listed is None else listed.ids
         rng = np.random.default_rng(seed)
-        rate = cfg.rate_for(len(ids))
-        fits = int(tokens.sum()) <= token_budget
-        if cfg.phase == "passive":
-            included, is_baseline = policy.baseline(inp, rng), False
-            probs = np.ones(len(ids)) if fits else _fill_share(inp)
-        else:
-            is_baseline = bool(rng.random() < rate)
-            if is_baseline:
-                included = policy.baseline(inp, rng)
-                probs = np.ones(len(ids)) if fits else _fill_share(inp)
-            else:
-                plan = policy.plan(inp)
-                included = policy.draw(plan, rng)
-                probs = plan.propensities
-        # The full inventory when it fits, else a random-order fill (policy.baseline); a
-        # baseline run is its own counterfactual.
-        counterfactual = included if is_baseline else policy.baseline(inp, rng)
+        drawn = _draw(cfg, inp, rng, token_budget)
+        included, probs = drawn.included, drawn.probs
+        tokens = inp.tokens
         run_id = uuid7()
         used = int(tokens[included].sum())
         inc = np.flatnonzero(included)
-        if explicit is None and len(inc) > 64:
-            included_ids = reg.id_array[inc].tolist()
-        else:
-            included_ids = [ids[i] for i in inc.tolist()]
+        id_array = reg.id_array if listed is None else listed.id_array
+        # the ids' own strings, by the faster route for the count
+        included_ids = id_array[inc].tolist() if len(inc) > 64 else [ids[i] for i in inc.tolist()]
         p_inc = _rounded(probs[inc].tolist())
         payload: dict[str, Any] = {
             "context": context,
             "budget": token_budget,
-            "is_baseline": is_baseline,
+            "is_baseline": drawn.is_baseline,
             "phase": cfg.phase,
             "used_tokens": used,
             "inventory_tokens": int(tokens.sum()),
-            "baseline_tokens": int(tokens[counterfactual].sum()),
+            "baseline_tokens": int(tokens[drawn.counterfactual].sum()),
             "considered": len(ids),
             "seed": seed,
-            "policy": {
-                "threshold": cfg.threshold,
-                "miss_cost": policy_miss_cost(cfg, tokens, token_budget),
-                "core_level": cfg.core_level,
-                "proof_level": cfg.proof_level,
-                "explore_floor": cfg.explore_floor,
-                "explore_max": cfg.explore_max,
-                "min_pulls": cfg.min_pulls,
-                "baseline_rate": rate,
-                "context_pseudo_count": cfg.context_pseudo_count,
-                "drift": cfg.drift,
-            },
+            "policy": _policy_record(cfg, tokens, token_budget, drawn.rate),
             "included": included_ids,
             "p": p_inc,
         }
-        if explicit is not None:
-            payload["arms"] = [[a.id, a.tokens] for a in explicit]
+        if listed is not None:
+            payload["arm_set"] = listed.digest
+        self._record_run(run_id, payload, session_id, listed, reg, reg_seq)
+        at = inc if listed is None else listed.positions(reg.index, reg)[inc]
+        if bool((at >= 0).all()):
+            selected = self._selected
+            while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
+                selected.pop(next(iter(selected), ""), None)
+            text = msgspec.json.encode(included_ids).decode()  # as the run row holds them
+            selected[run_id] = (text, included_ids, at, reg.arms)
+        types = reg.types if listed is None else listed.types(reg)
+        return Selection(
+            run_id=run_id,
+            included=included_ids,
+            excluded=_excluded(ids, included, id_array),
+            is_baseline=drawn.is_baseline,
+            used_tokens=used,
+            budget=token_budget,
+            context=context,
+            phase=cfg.phase,
+            probabilities=dict(zip(included_ids, p_inc, strict=True)),
+            guidance=guidance.note(id_array, ~included, types),
+        )
+
+    def _record_run(
+        self,
+        run_id: str,
+        payload: dict[str, Any],
+        session_id: str,
+        listed: Listed | None,
+        reg: Any,
+        reg_seq: int | None,
+    ) -> None:
+        """Append the run event; with a passed list, first register what it changes and
+        record its arm set if the log does not hold it yet."""
+        records: list[Any] = []
 
         def write(w: Any) -> None:
-            if explicit is not None:
-                self._register_in(w, explicit)
+            if listed is not None:
+                self._register_listed(w, listed, reg, reg_seq)
+                if not self._lists.known(listed.digest) and not projection.has_armset(
+                    w.tx, listed.digest
+                ):
+                    records[:] = self._lists.records(listed, session_id)
+                    for ev in records:
+                        w.append_batch([ev], on_conflict="skip")
             w.append(make_event(RUN_V2, payload, id=run_id, session_id=session_id, source="bandit"))
 
         # Group-committed: a served store's concurrent selects and observes share one commit.
@@ -361,23 +465,51 @@ class Bandit:
         # from it is lost; its observation's flushed commit makes the run durable too (see
         # docs/bandit.md, "Durability"). A killed process keeps it at once.
         self.p.log.run(write, durable=False)
-        if explicit is None:
-            selected = self._selected
-            while len(selected) >= _SELECTED_KEEP:  # runs never observed: the oldest go
-                selected.pop(next(iter(selected), ""), None)
-            text = msgspec.json.encode(included_ids).decode()  # as the run row holds them
-            selected[run_id] = (text, included_ids, inc, reg.arms)
-        return Selection(
-            run_id=run_id,
-            included=included_ids,
-            excluded=_excluded(ids, included, reg.id_array if explicit is None else None),
-            is_baseline=is_baseline,
-            used_tokens=used,
-            budget=token_budget,
-            context=context,
-            phase=cfg.phase,
-            probabilities=dict(zip(included_ids, p_inc, strict=True)),
-        )
+        if listed is not None:  # committed: later sets may be recorded as changes to it
+            self._lists.recorded(listed, records)
+
+    def _policy_input(
+        self, context: str | None, budget: int, listed: Listed | None
+    ) -> tuple[cfgmod.BanditConfig, Any, int | None, policy.PolicyInput]:
+        """The settings, the registry, its arms event position and the policy's input, from
+        the cache brought to the log's current state."""
+        cache = self._cache
+
+        def policy_input(tx: Any) -> tuple[Any, Any, int | None, policy.PolicyInput]:
+            cfg = cache.cfg
+            reg = cache.registry  # the one the policy input is over (another may replace it)
+            if listed is None:
+                if not reg.ids:
+                    raise ValidationError("arms", "none given and none registered")
+                inp = cache.policy_input(tx, context, cfg, budget)
+            else:
+                at = listed.positions(reg.index, reg)
+                inp = cache.policy_input(
+                    tx, context, cfg, budget, listed.arms, at=at, tokens=listed.tokens
+                )
+            return cfg, reg, cache.registry_seq, inp
+
+        # Usually the cache is current (this process observed last): one row says so.
+        with self.p.backend.read_statement() as one, cache.lock:
+            if cache.settle(cache.read_meta(one), (GLOBAL, context) if context else (GLOBAL,)):
+                return policy_input(one)
+        with self.p.backend.read() as tx, cache.lock:
+            cache.refresh(tx)
+            return policy_input(tx)
+
+    def _register_listed(self, w: Any, listed: Listed, reg: Any, reg_seq: int | None) -> None:
+        """Register what `listed` changes, in the select's transaction: compared with the
+        cache's registry when the log's is still that one (its arms event position has not
+        moved), else with the rows as this transaction reads them."""
+        seq = w.tx.scalar("SELECT arms_seq FROM bandit_meta WHERE one = 1")
+        if reg_seq is not None and int(seq) == reg_seq:
+            changed = listed.changes(reg, reg_seq)
+            if changed:
+                w.append(
+                    make_event(ARMS_V1, {"arms": [a.to_dict() for a in changed]}, source="bandit")
+                )
+        else:
+            self._register_in(w, listed.arms)
 
     # -- observation -------------------------------------------------------------------
     def observe(
@@ -439,44 +571,25 @@ class Bandit:
             cfg = self._config_at(w.tx, int(row[4]))
             cached = self._cache.registry.arms
             updates = phase == "active" and (error is None or cfg.update_on_error)
-            # One scan of the output through the inventory's index answers both questions
-            # (which included arms it references, which left-out ones it fetched) when the
-            # miss search runs anyway or the run included many arms; per-arm rules otherwise.
             seek_misses = updates and cfg.learn_from_misses and bool(output_text or calls)
-            everywhere: set[str] | None = None
-            hit: np.ndarray | None = None  # the rewards as booleans aligned with `included`
-            if seek_misses or len(included) > _INDEXED_FROM:
-                index = inventory_index(cached)
-                # None unless every arm is registered; the index holds them in registry order
-                at = held_at if held_arms is cached else index.positions(included)
-                if at is not None:
-                    everywhere, hit = index.scan(at, output_text, calls)
-            if hit is not None:
-                hits = (hit.astype(np.uint8) + 48).tobytes().decode()  # "0" and "1"
-                rewards = dict(zip(included, hit.astype(np.int64).tolist(), strict=True))
-            else:
-                registered = cached
-                if any(a not in registered for a in included):
-                    registered = self._registered(w.tx, included)
-                contents = {a: registered[a].content if a in registered else None for a in included}
-                found = referenced_arms(contents, output_text, calls)
-                rewards = {arm_id: int(found[arm_id]) for arm_id in included}
-                hits = "".join("1" if found[a] else "0" for a in included)
+            at = held_at if held_arms is cached else None
+            got = self._detect(w, cached, included, at, output_text, calls, seek_misses)
+            hit, at, everywhere = got
+            rewards = dict(zip(included, hit.astype(np.int64).tolist(), strict=True))
+            ids, bits, at = _by_id(included, hit, at)
             payload = {
                 "run_id": run_id,
                 "context": context,
-                **projection.compact_rewards(included, hits),
+                **projection.compact_rewards(ids, (bits.astype(np.uint8) + 48).tobytes().decode()),
                 "updates": updates,
                 "usage_tokens": usage_tokens,
                 "duration_ms": duration_ms,
                 "error": error,
                 "input_digest": digest,
             }
-            if seek_misses:
+            if everywhere is not None:
                 # registered arms the run left out but its output references: the agent
                 # fetched them, so the run needed them (a success; see docs/bandit.md)
-                if everywhere is None:
-                    everywhere = inventory_index(cached).referenced(output_text, calls)
                 missed = everywhere - set(included)
                 if missed:
                     payload["missed"] = sorted(missed)
@@ -488,42 +601,35 @@ class Bandit:
                 res = w.append_batch([ev], on_conflict="skip").results[0]
             finally:
                 projection.offer(w.tx, oid, None)
-            if res.status == "conflict":
-                stored = w.get(oid)
-                if stored is None or _outcome(stored.payload) != _outcome(payload):
-                    raise ConflictError(
-                        oid, f"run {run_id!r} was already observed with a different outcome"
-                    )
-                # the same outcome, recorded with rewards by id (by an older version)
-                res = AppendResult(oid, res.seq, "present")
-            if res.status == "present":
-                stored = w.get(oid)
-                if stored is not None:
-                    rewards = projection.rewards_of(stored.payload)
-                    updates = stored.payload["updates"]
-                    payload["missed"] = stored.payload.get("missed", [])
-            else:
-                meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
-                    "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
-                    "FROM bandit_meta WHERE one = 1"
-                )
-                # What the projection folds: the included arms' rewards and the misses (as
-                # successes), so the cache advances exactly as a reader's fold would.
-                missed_ids = payload.get("missed", ())
-                arm_ids = sorted(included) if not missed_ids else None
-                known: tuple[Any, ...] = ()
-                if arm_ids is not None and hit is not None and arm_ids == included:
-                    r = hit.astype(np.float64)  # a registered run's arms come sorted
+            if res.status in ("conflict", "present"):  # observed before: the same outcome?
+                stored = _repeated(w, res, oid, run_id, payload)
+                if stored is not None:  # in the run's order, as a first observe gives them
+                    got = projection.rewards_of(stored)
+                    rewards = {a: got[a] for a in included if a in got} | got
+                    updates = stored["updates"]
+                    payload["missed"] = stored.get("missed", [])
+                return rewards, bool(updates), "present", list(payload.get("missed", ()))
+            meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
+                "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
+                "FROM bandit_meta WHERE one = 1"
+            )
+            # What the projection folds: the included arms' rewards and the misses (as
+            # successes), so the cache advances exactly as a reader's fold would.
+            missed_ids = payload.get("missed", ())
+            known: tuple[Any, ...] = ()
+            if not missed_ids:
+                arm_ids, r = ids, bits.astype(np.float64)
+                if at is not None:
                     known = (at, cached)  # their positions in the registry
-                else:
-                    folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
-                    arm_ids = sorted(folded)
-                    r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
-                pending = fold.Pending(
-                    int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
-                )
-                after.append((pending if updates and arm_ids else None, meta, *known))
-            return rewards, bool(updates), res.status, list(payload.get("missed", ()))
+            else:
+                folded = {**rewards, **dict.fromkeys(missed_ids, 1)}
+                arm_ids = sorted(folded)
+                r = np.array([1.0 if folded[a] else 0.0 for a in arm_ids])
+            pending = fold.Pending(
+                int(meta[0]), ev.ts_ms, int(meta[1]), context or None, arm_ids, r
+            )
+            after.append((pending if updates and arm_ids else None, meta, *known))
+            return rewards, bool(updates), res.status, list(missed_ids)
 
         after: list[tuple[Any, ...]] = []
         oid = _observation_id(run_id)
@@ -547,6 +653,46 @@ class Bandit:
             missed=missed,
         )
 
+    def _detect(
+        self,
+        w: Any,
+        cached: dict[str, Arm],
+        included: list[str],
+        at: np.ndarray | None,
+        output_text: str,
+        calls: list[dict[str, Any]],
+        seek_misses: bool,
+    ) -> tuple[np.ndarray, np.ndarray | None, set[str] | None]:
+        """Which included arms the output references (booleans aligned with `included`),
+        their positions in the registry `cached` (None unless every one is registered; `at`
+        if the caller has them), and, with `seek_misses`, every registered arm it references.
+
+        One scan of the output through the inventory's index answers both questions when
+        the miss search runs anyway or the run included many arms; per-arm rules otherwise."""
+        everywhere: set[str] | None = None
+        if seek_misses or len(included) > _INDEXED_FROM:
+            index = inventory_index(cached)
+            # None unless every arm is registered; the index holds them in registry order
+            if at is None:
+                at = index.positions(included)
+            if at is not None:
+                everywhere, hit = index.scan(at, output_text, calls)
+                return hit, at, everywhere
+        registered = cached
+        if any(a not in registered for a in included):
+            registered = self._registered(w.tx, included)
+        contents = {a: registered[a].content if a in registered else None for a in included}
+        found = referenced_arms(contents, output_text, calls)
+        hit = np.fromiter((found[a] for a in included), dtype=bool, count=len(included))
+        if seek_misses:
+            everywhere = inventory_index(cached).referenced(output_text, calls)
+        if at is None:
+            reg = self._cache.registry
+            index_of = reg.index if reg.arms is cached else {}
+            got = [index_of.get(a, -1) for a in included]
+            at = np.array(got, dtype=np.int64) if got and min(got) >= 0 else None
+        return hit, at, everywhere
+
     # -- reading -----------------------------------------------------------------------
     def posteriors(
         self,
@@ -555,7 +701,9 @@ class Bandit:
         level: float = 0.95,
         arm_ids: Sequence[str] | None = None,
     ) -> list[ArmStats]:
-        """Every registered arm's posterior, globally or for a context (shrunk to global)."""
+        """Every registered arm's posterior, globally or for a context (shrunk to global), in
+        arm id order (Unicode code points, as Python sorts strings, whatever the database's
+        collation)."""
         context = _check_context(context)
         if not isinstance(level, float | int) or not 0 < level < 1:
             raise ValidationError("level", f"must be between 0 and 1 exclusive, got {level!r}")
@@ -565,10 +713,14 @@ class Bandit:
             cache.refresh(tx)
             cfg = cache.cfg
             reg = cache.registry
-            all_a, all_b, _, all_pulls = cache.posterior(tx, context)
+            all_a, all_b, all_gpulls, all_pulls = cache.posterior(tx, context)
         ids = reg.ids if arm_ids is None else sorted(set(arm_ids) & set(reg.index))
         sel = np.fromiter((reg.index[i] for i in ids), dtype=np.int64, count=len(ids))
         alpha, beta, spulls = all_a[sel], all_b[sel], all_pulls[sel]
+        # as the policy marks them (`policy.for_scope`)
+        under = all_gpulls[sel] < cfg.min_pulls
+        if context is not None:
+            under |= spulls < cfg.min_pulls_context
         by_id = reg.arms
         lows, highs = credible_intervals(alpha, beta, float(level))
         out = []
@@ -590,6 +742,7 @@ class Bandit:
                     kind=by_id[arm_id].effective_kind,
                     protected=cfg.is_protected(arm_id),
                     context=context,
+                    underexplored=bool(under[i]),
                 )
             )
         return out
@@ -625,6 +778,28 @@ class Bandit:
             },
         }
 
+    def runs(
+        self, session_id: str | None = None, *, limit: int = 50, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Recorded runs, newest first (log order), of one session or of all: at most `limit`
+        after skipping `offset`. Each is the run's record and, once observed, its outcome;
+        `run` gives one run's arms and rewards."""
+        if session_id is not None and (not isinstance(session_id, str) or len(session_id) > 256):
+            raise ValidationError("session_id", "must be a string of at most 256 characters")
+        limit = _check_int("limit", limit, 1, MAX_RUNS_LISTED)
+        offset = _check_int("offset", offset, 0, 2**53 - 1)
+        self._ensure()
+        sql = f"SELECT {_RUN_COLUMNS} FROM bandit_runs"
+        params: list[Any] = []
+        if session_id is not None:
+            sql += " WHERE session_id = ?"
+            params.append(session_id)
+        with self.p.backend.read() as tx:
+            rows = tx.fetchall(
+                sql + " ORDER BY seq DESC LIMIT ? OFFSET ?", [*params, limit, offset]
+            )
+        return [_run_listed(r) for r in rows]
+
     def contexts(self) -> list[str]:
         self._ensure()
         with self.p.backend.read() as tx:
@@ -637,18 +812,45 @@ class Bandit:
                 )
             ]
 
-    def run(self, run_id: str) -> dict[str, Any]:
-        """A recorded run and, once observed, its outcome."""
+    def _run_event(self, run_id: str) -> Any:
         ev = self.p.log.get(run_id) if isinstance(run_id, str) and run_id else None
         if ev is None or ev.type not in (RUN_V1, RUN_V2):
             raise NotFoundError(f"no bandit run with run_id {run_id!r}")
+        return ev
+
+    def considered(self, run_id: str) -> dict[str, int]:
+        """Every arm the run considered, with the tokens it was given, rebuilt from the log:
+        the arm set its select recorded when arms were passed, else the registry as of the
+        run (the arms events before it)."""
+        ev = self._run_event(run_id)
+        payload = ev.payload
+        if ev.type == RUN_V1:
+            return {a["id"]: a["tokens"] for a in payload["arms"]}
+        if payload.get("arm_set") is not None:
+            return dict(sorted(armsets.resolve(self.p.log.get, payload["arm_set"]).items()))
+        if "arms" in payload:  # recorded by an older version
+            return {a: t for a, t in payload["arms"]}
+        registry: dict[str, int] = {}
+        for arms_ev in self.p.log.replay(types=[ARMS_V1], until_seq=ev.seq):
+            registry.update((a["id"], a["tokens"]) for a in arms_ev.payload["arms"])
+        return dict(sorted(registry.items()))
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """A recorded run and, once observed, its outcome. A run whose select was passed its
+        arms lists them (`arms`, [id, tokens] pairs), rebuilt from its arm set."""
+        ev = self._run_event(run_id)
         out: dict[str, Any] = {"run_id": run_id, "ts_ms": ev.ts_ms, **ev.payload}
+        if ev.payload.get("arm_set") is not None:
+            out["arms"] = [[a, t] for a, t in self.considered(run_id).items()]
         obs = self.p.log.get(_observation_id(run_id))
         if obs is None:
             out["observation"] = None
         else:  # rewards by id, whichever form the event holds them in
             rest = {k: v for k, v in obs.payload.items() if k not in ("arms", "hits")}
-            out["observation"] = {**rest, "rewards": projection.rewards_of(obs.payload)}
+            rewards = projection.rewards_of(obs.payload)
+            # in the run's own order, as observe returned them (the event holds them by id)
+            order = {a: rewards[a] for a in ev.payload.get("included", ()) if a in rewards}
+            out["observation"] = {**rest, "rewards": order | rewards}
         return out
 
     def evaluate(

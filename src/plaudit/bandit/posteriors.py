@@ -111,6 +111,11 @@ class PosteriorCache:
         assert row is not None
         return row
 
+    @property
+    def registry_seq(self) -> int | None:
+        """The position of the arms event the registry reflects (None: not loaded yet)."""
+        return None if self._marks is None else self._marks[0]
+
     def settle(self, meta: Sequence[Any], scopes: Sequence[str]) -> bool:
         """Take the state `meta` (a `read_meta` row) describes if the cache needs nothing more
         to reflect it: the same registry and settings, every observation up to it folded,
@@ -140,21 +145,29 @@ class PosteriorCache:
         """Bring the cache to the snapshot `tx` sees. Call with `lock` held."""
         row = self.read_meta(tx)
         index, now, marks, ckpt = int(row[0]), int(row[1]), (int(row[2]), int(row[3])), int(row[4])
+        reloaded = False
         if marks != self._marks or index < self.obs_index or ckpt < self.ckpt:
-            self._reload(tx)
-            self._marks = marks
-            self.tables.clear()
-            self.counts.clear()
-            self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
-            self.since = []
-        elif ckpt > self.folded:
+            held = self._marks
+            only_arms = held is not None and marks[1] == held[1]
+            if only_arms and index >= self.obs_index and ckpt >= self.ckpt:
+                self._remap(tx)  # arms were registered, nothing else: the rows stay good
+                self._marks = marks
+            else:
+                self._reload(tx)
+                self._marks = marks
+                self.tables.clear()
+                self.counts.clear()
+                self.folded = ckpt  # a scope's table is loaded as the last checkpoint left it
+                self.since = []
+                reloaded = True
+        if not reloaded and ckpt > self.folded:
             # A checkpoint folded observations this cache has not: take the rows it changed.
             if self.tables:
                 self._changed_since(tx, self.folded)
                 self.counts.update(proj.read_counts(tx, list(self.tables)))
             self.folded = ckpt
             self.since = []
-        else:
+        elif not reloaded:
             self._checkpointed(ckpt)
         self.ckpt = ckpt
         if index > self.folded:
@@ -300,15 +313,66 @@ class PosteriorCache:
                 proj.fill(t, proj.read_rows(tx, name, missing))
         fold.apply(self.cfg, glob, ctx, ob, self.counts, trace=self.since)
 
+    def _remap(self, tx: Tx) -> None:
+        """Reload the registry after registrations (the settings are as they were) and move
+        each loaded scope's rows to the new registry's positions; only the rows of arms a
+        table did not hold are read. The folded state is the same, so it is kept: a list
+        passed with each select that brings a new arm would otherwise read every scope's
+        rows again (60,000 rows at 10,000 arms and 5 contexts). What observations folded
+        since the last checkpoint changed is no longer traced by position (`since`): the
+        next checkpoint reads its rows, as when nothing was traced."""
+        before = self.registry
+        self._reload(tx)
+        ids, index = self.registry.ids, self.registry.index
+        # a table holds the registry's arms first, in its order, then the others it met
+        was_reg = np.fromiter((before.index.get(a, -1) for a in ids), np.int64, len(ids))
+        fresh_reg = np.flatnonzero(was_reg < 0)
+        for name, old in list(self.tables.items()):
+            was = was_reg.copy()
+            for i in fresh_reg.tolist():  # registered now, perhaps met before as another arm
+                was[i] = old.pos.get(ids[i], -1)
+            rest = [a for a in list(old.pos)[len(before.ids) :] if a not in index]
+            was = np.concatenate([was, np.fromiter(map(old.pos.__getitem__, rest), np.int64)])
+            new = fold.Table()
+            new.pos = {**index, **{a: len(ids) + j for j, a in enumerate(rest)}}
+            kept = np.flatnonzero(was >= 0)
+            for c, v in old.cols.items():
+                col = np.full(len(was), fold.BLANK.get(c, 0), dtype=v.dtype)
+                col[kept] = v[was[kept]]
+                new.cols[c] = col
+            new.present = np.zeros(len(was), dtype=bool)
+            new.present[kept] = old.present[was[kept]]
+            missing = [ids[i] for i in np.flatnonzero(was[: len(ids)] < 0).tolist()]
+            if missing:
+                proj.fill(new, proj.read_rows(tx, name, missing))
+            self.tables[name] = new
+        self.since = None
+
     def _reload(self, tx: Tx) -> None:
         body = tx.scalar("SELECT body FROM bandit_config WHERE one = 1")
         import msgspec
 
+        prev_cfg, prev = self.cfg, self.registry
         self.cfg = BanditConfig() if body is None else from_dict(msgspec.json.decode(body))
-        rows = tx.fetchall("SELECT id, tokens, content, kind FROM bandit_arms ORDER BY id")
-        arms = {r[0]: Arm(id=r[0], tokens=int(r[1]), content=r[2], kind=r[3]) for r in rows}
+        # sorted here, not by the database: its collation may differ from Python's order
+        rows = sorted(tx.fetchall("SELECT id, tokens, content, kind FROM bandit_arms"))
+        # An arm registered as before keeps its (checked) Arm, type and protection: a list
+        # passed with each select that brings a new arm reloads the registry, and checking
+        # 10,000 ids again cost most of that select.
+        old = prev.arms
+        arms: dict[str, Arm] = {}
+        for arm_id, tokens, content, kind in rows:
+            a = old.get(arm_id)
+            if a is None or (a.tokens, a.content, a.kind) != (tokens, content, kind):
+                a = Arm(id=arm_id, tokens=int(tokens), content=content, kind=kind)
+            arms[arm_id] = a
         ids = list(arms)
         kinds = [arms[i].effective_kind for i in ids]
+        was = np.fromiter((prev.index.get(i, -1) for i in ids), np.int64, len(ids))
+        new = np.flatnonzero(was < 0)
+        types = np.zeros(len(ids), dtype=np.int64)
+        types[was >= 0] = prev.types[was[was >= 0]]
+        types[new] = policy.type_codes(ids[i] for i in new.tolist())
         self.registry = Registry(
             arms=arms,
             ids=ids,
@@ -316,12 +380,18 @@ class PosteriorCache:
             tokens=np.fromiter((arms[i].tokens for i in ids), dtype=np.int64, count=len(ids)),
             kinds=kinds,
             id_array=np.array(ids, dtype=object),
-            types=policy.type_codes(ids),
+            types=types,
         )
         self.a0, self.b0 = self.priors(ids, kinds)
-        self.protected = np.fromiter(
-            (self.cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
-        )
+        if self.cfg.protected == prev_cfg.protected:
+            protected = np.zeros(len(ids), dtype=bool)
+            protected[was >= 0] = self.protected[was[was >= 0]]
+            protected[new] = [self.cfg.is_protected(ids[i]) for i in new.tolist()]
+            self.protected = protected
+        else:
+            self.protected = np.fromiter(
+                (self.cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
+            )
 
     def priors(self, ids: Sequence[str], kinds: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.cfg
@@ -411,9 +481,14 @@ class PosteriorCache:
         cfg: BanditConfig,
         budget: int,
         arms: Sequence[Arm] | None = None,
+        *,
+        at: np.ndarray | None = None,
+        tokens: np.ndarray | None = None,
     ) -> policy.PolicyInput:
         """The policy's input for a run in `context` over the registered inventory, or over
-        `arms` (registered or not: unknown arms start from their prior, as if never seen)."""
+        `arms` (registered or not: unknown arms start from their prior, as if never seen).
+        `at`, `tokens`: the arms' registry positions (-1: unregistered) and costs, if the
+        caller keeps them for a list it passes again (`armsets.Listed`)."""
         alpha, beta, _, _ = self.posterior(tx, context)
         g = self.scope(tx, GLOBAL)
         c = self.scope(tx, context) if context else g
@@ -437,12 +512,22 @@ class PosteriorCache:
             tokens, protected = self.registry.tokens, self.protected
             types = self.registry.types
         else:
-            types = policy.type_codes(a.id for a in arms)
-            cols = _aligned(self, cols, arms, context)
-            tokens = np.fromiter((a.tokens for a in arms), dtype=np.int64, count=len(arms))
-            protected = np.fromiter(
-                (cfg.is_protected(a.id) for a in arms), dtype=bool, count=len(arms)
-            )
+            if at is None:
+                pos = self.registry.index
+                at = np.fromiter((pos.get(a.id, -1) for a in arms), np.int64, len(arms))
+            if cfg is self.cfg and self.registry.ids:  # registered arms: the registry's
+                types, protected = self.registry.types[at], self.protected[at]
+                for i in np.flatnonzero(at < 0).tolist():
+                    types[i] = policy.type_codes([arms[i].id])[0]
+                    protected[i] = cfg.is_protected(arms[i].id)
+            else:
+                types = policy.type_codes(a.id for a in arms)
+                protected = np.fromiter(
+                    (cfg.is_protected(a.id) for a in arms), dtype=bool, count=len(arms)
+                )
+            cols = _aligned(self, cols, arms, context, at)
+            if tokens is None:
+                tokens = np.fromiter((a.tokens for a in arms), dtype=np.int64, count=len(arms))
         return policy.for_scope(
             cfg,
             cols["alpha"],
@@ -464,20 +549,29 @@ class PosteriorCache:
 
 
 def _aligned(
-    cache: PosteriorCache, cols: dict[str, np.ndarray], arms: Sequence[Arm], context: str | None
+    cache: PosteriorCache,
+    cols: dict[str, np.ndarray],
+    arms: Sequence[Arm],
+    context: str | None,
+    idx: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """`cols` (registry order) for `arms`: unknown arms get their prior and a fresh state."""
-    ids = [a.id for a in arms]
-    pos = cache.registry.index
-    idx = np.fromiter((pos.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+    """`cols` (registry order) for `arms`, at registry positions `idx` (-1: unregistered):
+    unknown arms get their prior and a fresh state."""
     known = idx >= 0
     if known.all():
         return {k: v[idx] for k, v in cols.items()}
-    a0, b0 = cache.priors(ids, [a.effective_kind for a in arms])
+    unknown = np.flatnonzero(~known).tolist()
+    a0, b0 = np.zeros(len(arms)), np.zeros(len(arms))
+    a0[unknown], b0[unknown] = cache.priors(
+        [arms[i].id for i in unknown], [arms[i].effective_kind for i in unknown]
+    )
     if context:  # no evidence anywhere: the context prior is the global prior's mean
         k = cache.cfg.context_pseudo_count
-        a0, b0 = k * a0 / (a0 + b0), k * b0 / (a0 + b0)
-    blank = _empty(len(ids))
+        a0[unknown], b0[unknown] = (
+            k * a0[unknown] / (a0[unknown] + b0[unknown]),
+            k * b0[unknown] / (a0[unknown] + b0[unknown]),
+        )
+    blank = _empty(len(arms))
     out = {
         "alpha": a0,
         "beta": b0,

@@ -46,6 +46,7 @@ import numpy as np
 from plaudit.bandit import config as cfgmod
 from plaudit.bandit import fold
 from plaudit.bandit.arms import coerce_arms
+from plaudit.bandit.armsets import ARMSET_V1, ArmSetPayload, check_record
 from plaudit.errors import ValidationError
 from plaudit.events import StoredEvent
 from plaudit.store.backend import Tx
@@ -103,6 +104,8 @@ class _RunPayloadV2(msgspec.Struct):
     context: str | None = None
     is_baseline: bool = False
     phase: str = "active"
+    #: the digest of the arm set the run considered, when arms were passed with the select
+    arm_set: str | None = None
 
 
 class _ObservationPayload(msgspec.Struct):
@@ -178,9 +181,10 @@ def _decode(ev: StoredEvent, kind: type[Any]) -> Any:
 class BanditProjection:
     name = "bandit"
     # 4: observations are pending until a checkpoint folds them (bandit_pending, and
-    # bandit_meta's ckpt_index and pending). A store at version 3 is migrated by the
-    # projection manager: the tables are dropped and the log replayed into version 4.
-    version = 4
+    # bandit_meta's ckpt_index and pending). 5: recorded arm sets (bandit_armsets) and runs
+    # by session. A store at an older version is migrated by the projection manager: the
+    # tables are dropped and the log replayed.
+    version = 5
     prefixes = (PREFIX,)
     tables = (
         "bandit_config",
@@ -191,6 +195,7 @@ class BanditProjection:
         "bandit_meta",
         "bandit_scopes",
         "bandit_pending",
+        "bandit_armsets",
     )
 
     def create(self, tx: Tx) -> None:
@@ -219,6 +224,15 @@ class BanditProjection:
             )
         )
         tx.execute("CREATE INDEX IF NOT EXISTS bandit_runs_seq ON bandit_runs (seq)")
+        tx.execute(
+            "CREATE INDEX IF NOT EXISTS bandit_runs_session ON bandit_runs (session_id, seq)"
+        )
+        tx.execute(
+            tx.ddl(
+                "CREATE TABLE IF NOT EXISTS bandit_armsets (digest TEXT PRIMARY KEY, base TEXT, "
+                "seq {bigint} NOT NULL)"
+            )
+        )
         tx.execute(
             tx.ddl(
                 "CREATE TABLE IF NOT EXISTS bandit_posteriors (scope TEXT NOT NULL, "
@@ -289,6 +303,8 @@ class BanditProjection:
                 self._run(tx, ev)
             elif ev.type == RUN_V2:
                 self._run_v2(tx, ev)
+            elif ev.type == ARMSET_V1:
+                self._armset(tx, ev)
             elif ev.type == OBSERVATION_V1:
                 cfg = self._observation(tx, ev, cfg, None if ahead is None else ahead[2])
             # other plaudit.bandit.* types are left to future versions
@@ -335,10 +351,26 @@ class BanditProjection:
             ),
         )
 
+    def _armset(self, tx: Tx, ev: StoredEvent) -> None:
+        p = _decode(ev, ArmSetPayload)
+        try:
+            check_record(ev, p)
+        except ValueError as exc:
+            raise ValidationError("payload", f"{ev.type}: {exc}", where=ev.id) from None
+        if p.base is not None and not has_armset(tx, p.base):
+            raise ValidationError("base", f"no recorded arm set {p.base}", where=ev.id)
+        tx.execute(
+            "INSERT INTO bandit_armsets (digest, base, seq) VALUES (?, ?, ?) "
+            "ON CONFLICT (digest) DO NOTHING",
+            (p.digest, p.base, ev.seq),
+        )
+
     def _run_v2(self, tx: Tx, ev: StoredEvent) -> None:
         p = _decode(ev, _RunPayloadV2)
         if len(p.p) != len(p.included):
             raise ValidationError("p", "must hold one propensity per included arm", where=ev.id)
+        if p.arm_set is not None and not has_armset(tx, p.arm_set):
+            raise ValidationError("arm_set", f"no recorded arm set {p.arm_set}", where=ev.id)
         tx.execute(
             "INSERT INTO bandit_runs (run_id, seq, ts_ms, session_id, context, is_baseline, "
             "phase, budget, used_tokens, considered_tokens, included, baseline_tokens) "
@@ -436,6 +468,11 @@ class BanditProjection:
             tx.execute(_META_MOVED, (index, now, pending))
         _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
         return cfg
+
+
+def has_armset(tx: Tx, digest: str) -> bool:
+    """Whether the log, as `tx` sees it, holds the arm set `digest` names."""
+    return tx.fetchone("SELECT 1 FROM bandit_armsets WHERE digest = ?", (digest,)) is not None
 
 
 _RUN_OBSERVED = (

@@ -18,8 +18,11 @@ class Selection(msgspec.Struct, kw_only=True):
     budget: int
     context: str | None = None
     phase: str = "active"
-    #: Each considered arm's estimated probability of inclusion under the policy.
+    #: Each included arm's probability of inclusion under the policy (its propensity).
     probabilities: dict[str, float] = msgspec.field(default_factory=dict)
+    #: A note for the prompt naming what was left out and how to get it (`guidance.py`);
+    #: None when nothing that can be fetched was left out.
+    guidance: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)
@@ -57,6 +60,10 @@ class ArmStats(msgspec.Struct, kw_only=True):
     kind: str | None = None
     protected: bool = False
     context: str | None = None
+    #: fewer pulls than the policy wants before it trusts the posterior (`min_pulls`
+    #: overall, `min_pulls_context` in the context): while the inventory fits the budget,
+    #: such an arm is always included
+    underexplored: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return msgspec.to_builtins(self)

@@ -1,5 +1,6 @@
-"""Token savings of selected runs against baseline (full-prompt) runs, with a confidence
-interval, and the other baseline-versus-selected comparisons (duration, error rate)."""
+"""Token savings: the headline, each run's prompt against what it would have sent without the
+bandit (its counterfactual), and the seed's comparison of selected with baseline (full-prompt)
+runs, each with a confidence interval, plus duration and error rate by kind of run."""
 
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
     history: list[dict[str, Any]] = []
     sums = {True: 0.0, False: 0.0}
     counts = {True: 0, False: 0}
+    sent_sum = counter_sum = 0.0
     used_p: list[float] = []
     counter: list[float] = []
     inventory: list[float] = []
@@ -93,6 +95,8 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
         # they chose, which made every fitting run's saving 0).
         counter.append(float(row[9]) if fits else float(row[8]))
         inventory.append(float(row[9]))
+        sent_sum += used_p[-1]
+        counter_sum += counter[-1]
         binding |= not fits
         b = bool(is_base)
         (base_tok if b else sel_tok).append(float(tokens))
@@ -108,12 +112,22 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
                 "run": i,
                 "baseline_avg_tokens": sums[True] / counts[True] if counts[True] else None,
                 "selected_avg_tokens": sums[False] / counts[False] if counts[False] else None,
+                # the headline's two sides, averaged over the runs so far
+                "prompt_avg_tokens": sent_sum / i,
+                "counterfactual_avg_tokens": counter_sum / i,
             }
         )
     pct, lo, hi = ratio_ci(np.asarray(base_tok), np.asarray(sel_tok))
     net, net_lo, net_hi = ratio_ci(np.asarray(base_tok), np.asarray(base_tok + sel_tok))
     prompt, p_lo, p_hi = sum_ratio_ci(np.asarray(used_p), np.asarray(counter))
     return {
+        # the headline, first: what every surface shows
+        "prompt_savings_percent": prompt,
+        "prompt_ci_low": p_lo,
+        "prompt_ci_high": p_hi,
+        "counterfactual": "random-order fill up to the budget" if binding else "the full inventory",
+        "runs": len(used_p),
+        "inventory_savings_percent": sum_ratio_ci(np.asarray(used_p), np.asarray(inventory))[0],
         "token_savings_percent": pct,
         "ci_low": lo,
         "ci_high": hi,
@@ -121,11 +135,6 @@ def summarise(rows: Sequence[tuple[Any, ...]]) -> dict[str, Any]:
         "net_savings_percent": net,
         "net_ci_low": net_lo,
         "net_ci_high": net_hi,
-        "prompt_savings_percent": prompt,
-        "prompt_ci_low": p_lo,
-        "prompt_ci_high": p_hi,
-        "inventory_savings_percent": sum_ratio_ci(np.asarray(used_p), np.asarray(inventory))[0],
-        "counterfactual": "random-order fill up to the budget" if binding else "the full inventory",
         "baseline_runs": len(base_tok),
         "selected_runs": len(sel_tok),
         "baseline_avg_tokens": _avg(base_tok),

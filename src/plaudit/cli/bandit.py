@@ -61,9 +61,26 @@ def arms_list(db: str | None, context: str | None, as_json: bool) -> None:
         return
     click.echo(f"{'arm':48} {'tokens':>7} {'mean':>6} {'pulls':>6}  confidence")
     for s in stats:
-        flag = " (protected)" if s.protected else ""
         click.echo(
-            f"{s.id[:48]:48} {s.tokens or 0:>7} {s.mean:>6.3f} {s.pulls:>6}  {s.confidence}{flag}"
+            f"{s.id[:48]:48} {s.tokens or 0:>7} {s.mean:>6.3f} {s.pulls:>6}  {s.confidence}"
+            f"{_flags(s)}"
+        )
+    _under_note(stats)
+
+
+def _flags(s: Any) -> str:
+    return "".join(
+        f" ({name})"
+        for name, on in (("protected", s.protected), ("under-explored", s.underexplored))
+        if on
+    )
+
+
+def _under_note(stats: list[Any]) -> None:
+    if any(s.underexplored for s in stats):
+        click.echo(
+            "under-explored: fewer pulls than min_pulls (min_pulls_context in a context); "
+            "always included while the inventory fits the budget"
         )
 
 
@@ -158,6 +175,8 @@ def select(
         click.echo(f"  + {a}")
     for a in sel.excluded:
         click.echo(f"  - {a}")
+    if sel.guidance:
+        click.echo(f"for the prompt: {sel.guidance}")
 
 
 @click.command()
@@ -236,8 +255,9 @@ def posteriors(db: str | None, context: str | None, level: float, as_json: bool)
     for s in stats:
         click.echo(
             f"{s.id[:44]:44} {s.alpha:>7.2f} {s.beta:>7.2f} {s.mean:>6.3f} "
-            f"[{s.ci_low:.3f}, {s.ci_high:.3f}]  {s.pulls:>5} {s.confidence}"
+            f"[{s.ci_low:.3f}, {s.ci_high:.3f}]  {s.pulls:>5} {s.confidence}{_flags(s)}"
         )
+    _under_note(stats)
 
 
 @click.command()
@@ -256,19 +276,26 @@ def savings(db: str | None, context: str | None, as_json: bool) -> None:
         if s["prompt_ci_low"] is not None
         else ""
     )
+    # The headline first, and what it compares; the seed's comparison after it, as secondary.
+    click.echo(f"token savings: {_fmt(s['prompt_savings_percent'], '.1f')}%{ci}")
     click.echo(
-        f"token savings: {_fmt(s['prompt_savings_percent'], '.1f')}%{ci} against "
-        f"{s['counterfactual']}"
+        f"  prompt tokens sent in {s['runs']} runs, against what each would have sent without "
+        f"the bandit ({s['counterfactual']})"
     )
-    click.echo(
-        f"measured on baseline runs: {_fmt(s['token_savings_percent'], '.1f')}% (95% CI "
-        f"{_fmt(s['ci_low'], '.1f')}% .. {_fmt(s['ci_high'], '.1f')}%); net of baseline runs: "
-        f"{_fmt(s['net_savings_percent'], '.1f')}%"
-    )
-    click.echo(
-        f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected; avg tokens "
-        f"{_fmt(s['baseline_avg_tokens'], '.0f')} vs {_fmt(s['selected_avg_tokens'], '.0f')}"
-    )
+    if s["baseline_runs"]:
+        click.echo(
+            f"also measured on baseline runs: {_fmt(s['token_savings_percent'], '.1f')}% "
+            f"(95% CI {_fmt(s['ci_low'], '.1f')}% .. {_fmt(s['ci_high'], '.1f')}%), "
+            f"{_fmt(s['net_savings_percent'], '.1f')}% net of their cost; avg tokens "
+            f"{_fmt(s['baseline_avg_tokens'], '.0f')} baseline vs "
+            f"{_fmt(s['selected_avg_tokens'], '.0f')} selected"
+        )
+    else:
+        click.echo(
+            "no baseline runs (baseline_rate is 0): set it to also compare observed usage, "
+            "duration and errors with the full prompt's"
+        )
+    click.echo(f"runs: {s['baseline_runs']} baseline, {s['selected_runs']} selected")
     click.echo(
         f"duration ms: {_fmt(s['baseline_avg_duration_ms'], '.0f')} vs "
         f"{_fmt(s['selected_avg_duration_ms'], '.0f')}; error rate: "
@@ -278,7 +305,36 @@ def savings(db: str | None, context: str | None, as_json: bool) -> None:
 
 @click.group()
 def bandit() -> None:
-    """Bandit analysis: evaluate a candidate configuration on logged runs."""
+    """Bandit analysis: list runs, evaluate a candidate configuration on logged runs."""
+
+
+@bandit.command("runs")
+@db_option
+@click.option("--session", "session_id", default=None, help="Only this session's runs.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--offset", type=click.IntRange(0, 2**53 - 1), default=0, show_default=True)
+@json_option
+def runs(db: str | None, session_id: str | None, limit: int, offset: int, as_json: bool) -> None:
+    """Recorded runs, newest first; page with --limit and --offset."""
+    with open_store(db) as p:
+        got = p.bandit.runs(session_id, limit=limit, offset=offset)
+    if as_json:
+        echo_json({"session_id": session_id, "limit": limit, "offset": offset, "runs": got})
+        return
+    if not got:
+        click.echo("no runs" + (f" in session {session_id!r}" if session_id else ""))
+        return
+    for r in got:
+        kind = "baseline" if r["is_baseline"] else r["phase"]
+        outcome = (
+            ("observed" if not r.get("error") else f"error: {r['error']}")
+            if r["observed"]
+            else "not observed"
+        )
+        click.echo(
+            f"{r['run_id']}  {r['session_id']}  {r['context'] or '-'}  {kind}  "
+            f"{r['included']} arms, {r['used_tokens']}/{r['budget']} tokens  {outcome}"
+        )
 
 
 @bandit.command("evaluate")

@@ -59,9 +59,11 @@ def demo(directory: str, runs: int, seed: int, as_json: bool) -> None:
         f"{report.events} events in {report.db}",
         "",
         "context bandit",
-        f"  token savings vs full prompt    {_pct(savings)}"
+        f"  token savings                          {_pct(savings)}"
         + (f"  (95% CI {_pct(ci[0])} .. {_pct(ci[1])})" if ci[0] is not None else ""),
-        f"  savings vs full prompt, last 500 runs  {_pct(report.savings_last_500)}",
+        f"    of prompt tokens in {s.get('runs')} runs, against what each would have sent "
+        f"without the bandit ({s.get('counterfactual')})",
+        f"  token savings, last 500 runs           {_pct(report.savings_last_500)}",
         f"  needed-arm recall, last 500 runs       {report.recall_last_500:.3f}"
         + (
             f"  (rare-but-critical {report.rare_recall_last_500:.3f})"

@@ -145,6 +145,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/bandit/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Runs
+         * @description Recorded runs, newest first, of one session or of all; page with limit and offset.
+         */
+        get: operations["list_runs_v1_bandit_runs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/bandit/runs/{run_id}": {
         parameters: {
             query?: never;
@@ -1854,6 +1874,41 @@ export interface operations {
             query?: {
                 context?: string | null;
                 level?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_runs_v1_bandit_runs_get: {
+        parameters: {
+            query?: {
+                limit?: number;
+                offset?: number;
+                session_id?: string | null;
             };
             header?: never;
             path?: never;

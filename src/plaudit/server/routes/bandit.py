@@ -16,6 +16,7 @@ PlauditDep = Annotated[Plaudit, Depends(get_plaudit)]
 
 ArmId = Annotated[StrictStr, Field(min_length=5, max_length=512, pattern=r"^[a-z]+:[^:]+:.+$")]
 Label = Annotated[StrictStr, Field(min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Session = Annotated[StrictStr, Field(max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")]
 
 
 class ArmIn(BaseModel):
@@ -40,7 +41,7 @@ class SelectIn(BaseModel):
     token_budget: StrictInt = Field(default=8000, ge=0, le=100_000_000)
     context: Label | None = None
     seed: StrictInt | None = Field(default=None, ge=0, le=2**53 - 1)
-    session_id: StrictStr = Field(default="default", max_length=256, pattern=r"^[^\x00-\x1f\x7f]*$")
+    session_id: Session = "default"
 
 
 class ToolCall(BaseModel):
@@ -108,6 +109,18 @@ def observe(body: ObserveIn, p: PlauditDep) -> Response:
         error=body.error,
     )
     return MsgspecJSONResponse(obs.to_dict())
+
+
+@router.get("/runs")
+def list_runs(
+    p: PlauditDep,
+    session_id: Annotated[Session | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**53 - 1)] = 0,
+) -> dict[str, Any]:
+    """Recorded runs, newest first, of one session or of all; page with limit and offset."""
+    got = p.bandit.runs(session_id, limit=limit, offset=offset)
+    return {"session_id": session_id, "limit": limit, "offset": offset, "runs": got}
 
 
 @router.get("/runs/{run_id}")

@@ -99,7 +99,9 @@
     const width = widthOf(container, 720);
     const svg = frame(container, width, 10, "posterior mean and credible interval per arm");
     const names = arms.map((a) => String(a.id));
-    const notes = arms.map((a) => `${shortNumber(a.pulls)} pulls · ${a.confidence || "none"}`);
+    const notes = arms.map(
+      (a) => `${shortNumber(a.pulls)} pulls · ${a.confidence || "none"}${a.underexplored ? " · under-explored" : ""}`,
+    );
     const nameW = Math.max(...measure(svg, "bar-label", names));
     const noteW = Math.max(...measure(svg, "bar-note", notes));
     const wide = width >= 560;
@@ -125,7 +127,10 @@
       const tip = el("g", {}, svg);
       el("title", {}, tip,
         `${names[i]}: mean ${fmt(arm.mean)}, 95% CI ${fmt(arm.ci_low)}–${fmt(arm.ci_high)}, ` +
-        `${arm.pulls} pulls, confidence ${arm.confidence}`);
+        `${arm.pulls} pulls, confidence ${arm.confidence}` +
+        (arm.underexplored
+          ? "; under-explored: fewer pulls than min_pulls, always included while the inventory fits"
+          : ""));
       if (wide) {
         const label = fit(svg, "bar-label", names[i], left - 12);
         el("text", { x: left - 10, y: cy + 4, "text-anchor": "end", class: "bar-label" }, tip, label);
@@ -140,7 +145,8 @@
       if (finite(arm.ci_low) && finite(arm.ci_high)) {
         el("line", { x1: x(arm.ci_low), x2: x(arm.ci_high), y1: cy, y2: cy, class: "ci" }, tip);
       }
-      if (finite(arm.mean)) el("circle", { cx: x(arm.mean), cy, r: 5, class: "mean" }, tip);
+      if (finite(arm.mean))
+        el("circle", { cx: x(arm.mean), cy, r: 5, class: arm.underexplored ? "mean mean-under" : "mean" }, tip);
     });
   }
 

@@ -258,25 +258,31 @@
     lastData.savings = s;
     const chart = $("savings-chart");
     const history = s && Array.isArray(s.history) ? s.history : [];
-    // The headline is the paired saving against each run's counterfactual (the full
-    // inventory when it fits the budget), the figure `plaudit savings` prints first.
+    // The headline is the saving of prompt tokens against what each run would have sent
+    // without the bandit (its counterfactual: the full inventory when it fits the budget),
+    // the figure `plaudit savings` prints first; the chart draws its two sides.
     const pct = s ? num(s.prompt_savings_percent) : null;
     $("savings-percent").textContent = pct === null ? "—" : `${plain(pct)}% saved`;
     const lo = s ? num(s.prompt_ci_low) : null;
     const hi = s ? num(s.prompt_ci_high) : null;
-    const runs = s ? `${plain(s.selected_runs ?? 0, 0)} selected vs ${plain(s.baseline_runs ?? 0, 0)} baseline runs` : "";
-    $("savings-ci").textContent =
-      (lo !== null && hi !== null ? `95% CI ${plain(lo)}% to ${plain(hi)}% · ` : "") + runs;
+    const against = s && s.counterfactual ? `against ${s.counterfactual}` : "";
+    $("savings-what").textContent =
+      pct === null ? "" : `of prompt tokens in ${plain(s.runs ?? 0, 0)} runs, ${against}`;
+    $("savings-ci").textContent = lo !== null && hi !== null ? `95% CI ${plain(lo)}% to ${plain(hi)}%` : "";
     const drawn =
       history.length > 0 &&
       C.lines(
         chart,
         [
-          { name: "baseline", cls: "line-baseline", points: history.map((h) => [h.ts_ms, h.baseline_avg_tokens]) },
-          { name: "selected", cls: "line-selected", points: history.map((h) => [h.ts_ms, h.selected_avg_tokens]) },
+          {
+            name: "without the bandit",
+            cls: "line-baseline",
+            points: history.map((h) => [h.ts_ms, h.counterfactual_avg_tokens]),
+          },
+          { name: "sent", cls: "line-selected", points: history.map((h) => [h.ts_ms, h.prompt_avg_tokens]) },
         ],
         {
-          label: "average prompt tokens over time, baseline vs selected",
+          label: "average prompt tokens per run over time: without the bandit vs sent",
           xStart: timeOf(history[0].ts_ms),
           xEnd: timeOf(history[history.length - 1].ts_ms),
         },
