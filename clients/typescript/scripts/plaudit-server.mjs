@@ -129,7 +129,8 @@ export async function startServer(options = {}) {
     /** @param {Buffer} chunk */
     const onData = (chunk) => {
       output = (output + chunk.toString("utf8")).slice(-OUTPUT_KEPT);
-      const match = /running on (https?:\/\/[^\s]+)/i.exec(output);
+      // `plaudit serve` says "plaudit serving <store> on http://host:port/" once it listens.
+      const match = /^plaudit serving .* on (https?:\/\/[^\s]+?)\/? /m.exec(output);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]);
