@@ -221,33 +221,42 @@ def _settled_cpu(srv: Serve, within: float = 30.0) -> float:
 def run_load(args: argparse.Namespace, trees: list[Tree], backends: list[str]) -> None:
     """Every (workload, rate) x backend x tree once per round, `--runs` rounds.
 
-    With `--stop-after-fail`, once a rate of a workload missed its p99 limit (or had errors)
-    on a tree, the higher rates of that workload are not run there any more (the failing rate
-    keeps its rounds, so its median is reported)."""
+    With `--stop-after-fail` the rates are a ramp: each (workload, rate) gets all its rounds
+    (backends and trees interleaved in each) before the next, and a backend and tree whose
+    median p99 missed the limit, or that had errors, is not run at that workload's higher
+    rates."""
     runs: dict[tuple[str, float, str, str], list[dict[str, Any]]] = {}
     loads: list[float] = []
-    failed: dict[tuple[str, str, str], float] = {}
-    for n in range(args.runs):
-        for workload, rate, limit in args.configs:
+    out: set[tuple[str, str, str]] = set()
+    blocks = [[c] for c in args.configs] if args.stop_after_fail else [args.configs]
+    for block in blocks:
+        for n in range(args.runs):
+            for workload, rate, limit in block:
+                for backend in backends:
+                    for tree in trees:
+                        if (workload, backend, tree.label) in out:
+                            continue
+                        loads.append(os.getloadavg()[0])
+                        r = one_run(tree, backend, workload, rate, args)
+                        r["load"] = [loads[-1], os.getloadavg()[0]]
+                        r["limit_ms"] = limit
+                        runs.setdefault((workload, rate, backend, tree.label), []).append(r)
+                        brief = {k: v for k, v in r.items() if k not in ("timeline", "endpoints")}
+                        print(
+                            f"{workload} {backend} {tree.label} {rate:g}/s run {n + 1}: "
+                            f"{json.dumps(brief)}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+        for workload, rate, limit in block if args.stop_after_fail else []:
             for backend in backends:
                 for tree in trees:
-                    if rate > failed.get((workload, backend, tree.label), float("inf")):
-                        continue
-                    loads.append(os.getloadavg()[0])
-                    r = one_run(tree, backend, workload, rate, args)
-                    r["load"] = [loads[-1], os.getloadavg()[0]]
-                    runs.setdefault((workload, rate, backend, tree.label), []).append(r)
-                    brief = {k: v for k, v in r.items() if k not in ("timeline", "endpoints")}
-                    print(
-                        f"{workload} {backend} {tree.label} {rate:g}/s run {n + 1}: "
-                        f"{json.dumps(brief)}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    r["limit_ms"] = limit
-                    if args.stop_after_fail and (r["errors"] or r["p99_ms"] > limit):
-                        key = (workload, backend, tree.label)
-                        failed[key] = min(rate, failed.get(key, rate))
+                    rs = runs.get((workload, rate, backend, tree.label))
+                    if rs and (
+                        any(r["errors"] for r in rs)
+                        or statistics.median(r["p99_ms"] for r in rs) > limit
+                    ):
+                        out.add((workload, backend, tree.label))
     if args.timeline:
         with open(args.timeline, "w") as f:
             json.dump(
@@ -419,6 +428,7 @@ def parse_args() -> argparse.Namespace:
         metavar="[LABEL=]PATH",
         help="also run the server of this interpreter's plaudit; repeatable",
     )
+    ap.add_argument("--label", help="this tree's name in the tables (default: its commit)")
     ap.add_argument("--workload", choices=["select-observe", "mixed"], default="select-observe")
     ap.add_argument("--rate", type=float, default=200.0, help="requests per second")
     ap.add_argument(
@@ -508,7 +518,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    trees = [Tree.this()]
+    trees = [Tree.this(args.label)]
     trees += [Tree.parse(c, checkout=True) for c in args.checkout]
     trees += [Tree.parse(p, checkout=False) for p in args.python]
     if len({t.label for t in trees}) != len(trees):

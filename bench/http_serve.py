@@ -60,8 +60,8 @@ class Tree:
         return cls(label, str(python))
 
     @classmethod
-    def this(cls) -> Tree:
-        return cls(_commit(REPO) or "this", sys.executable)
+    def this(cls, label: str | None = None) -> Tree:
+        return cls(label or _commit(REPO) or "this", sys.executable)
 
 
 def _commit(path: Path) -> str:
