@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from http_load import ARMS
+from http_mix import ARMS
 from plaudit import Plaudit
 from plaudit.bandit import projection
 from plaudit.events import make_event

@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
 
-from http_load import ARMS, drop_pg_schema
+from http_mix import ARMS
+from http_serve import drop_pg_schema
 
 #: In pipeline mode, the statements whose answers are waited for; outside it, every one is.
 _WAITED_IN_PIPELINE = ("SELECT", "COMMIT")

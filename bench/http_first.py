@@ -26,7 +26,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from http_load import ARMS, PG_DEFAULT, Serve, drop_pg_schema
+from http_mix import ARMS
+from http_serve import PG_DEFAULT, Serve, drop_pg_schema
 
 
 def post(conn: http.client.HTTPConnection, path: str, body: dict[str, Any]) -> tuple[Any, float]:

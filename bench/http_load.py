@@ -1,23 +1,37 @@
-"""Load benchmark: select + observe against a real `plaudit serve`, open loop, on loopback.
+"""Load benchmark: a real `plaudit serve` on loopback, open loop, from one or more checkouts.
 
-Requests fire on a fixed clock (200/s by default) whatever the server's replies do, alternating
-`POST /v1/bandit/select` and `POST /v1/bandit/observe` (each observe reports the oldest run that
-was selected and not yet observed). Latency is measured from the moment a request was
-*scheduled*, so a server that falls behind cannot hide it (no coordinated omission); the time
-from the actual send is reported too.
+Workloads (`--workload`):
+- `select-observe` (the default): `POST /v1/bandit/select` and `/observe` alternating (each
+  observe reports the oldest run selected and not yet observed);
+- `mixed`: per 40 requests, 12 single appends, 2 batches of 10, 6 ledger records, 4 selects
+  (8 arms in the request), 4 observes, and 3 each of `GET /v1/log/tail`, `/v1/ledger/score`,
+  `/v1/bandit/posteriors` and `/v1/log/head` (bench/http_mix.py).
 
-The load generator shares the machine with the server, so it is kept lean: kept-alive raw
-HTTP/1.1 connections on uvloop, msgspec for JSON (`Connection`). Its CPU per request is
-reported beside the server's, which sums the server's processes (`--workers` included).
+Requests fire on a fixed clock (`--rate`) whatever the server's replies do. Latency runs from
+the moment a request was *scheduled*, so a server that falls behind cannot hide it (no
+coordinated omission); the time from the actual send is reported too. The server's CPU (all
+its processes, read from /proc before and after) is reported per request, beside the load
+generator's own (a lean client on uvloop: bench/http_wire.py). Each run gets a fresh store:
+a new SQLite file, or a new PostgreSQL schema (127.0.0.1:5432, database `test`) dropped after.
 
-    python bench/http_load.py                      # SQLite, then PostgreSQL
-    python bench/http_load.py --backend sqlite --runs 3 --duration 60
+`--checkout DIR` (a checkout with its own `.venv`) or `--python PATH` adds another tree's
+server; every configuration then runs on each tree in turn, interleaved, and the table gives
+the medians per tree and the ratio to the first tree added (the reference).
+
+    python bench/http_load.py                      # select+observe, SQLite then PostgreSQL
+    python bench/http_load.py --workload mixed --rate 200 --duration 15 --runs 5 \\
+        --checkout ../plaudit-6064f19             # this tree against the old release
+    python bench/http_load.py --single --runs 5 --checkout ../plaudit-6064f19
+                                                   # CPU per request of each endpoint alone
+    python bench/http_load.py --single --statements --profile prof/ --checkout ...
+                                                   # + SQL statements per request, py-spy
+    python bench/http_load.py --targets --runs 5   # the issue's three target workloads
     python bench/http_load.py --workers 2          # `plaudit serve --workers 2`
     python bench/http_load.py --warmup 2           # steady state: the first 2 s not counted
     python bench/http_load.py --timeline t.json    # when each slow request came
 
-The PostgreSQL run uses the schema `bench_http` and drops it afterwards. Run time is bounded:
-`duration` plus at most `--drain` seconds for replies still in flight (then they count as errors).
+Run time is bounded: `duration` plus at most `--drain` seconds for replies still in flight
+(then they count as errors).
 """
 
 from __future__ import annotations
@@ -27,196 +41,33 @@ import asyncio
 import collections
 import json
 import os
-import socket
+import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
-import msgspec
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import proc_cpu
+from http_mix import ARMS, LABELS, SINGLE, Requests
+from http_report import load_tables, single_tables, target_lines
+from http_serve import Serve, Tree, fresh_store
+from http_single import single_run
+from http_wire import Pool, pct, run_loop
 
-REPO = Path(__file__).resolve().parent.parent
 CONNECTIONS = 16
-PG_DEFAULT = "postgresql://127.0.0.1:5432/test?schema=bench_http"
 
-ARMS: list[dict[str, Any]] = [
-    *(
-        {"id": f"tool:exec:{n}", "tokens": 300 + 40 * i}
-        for i, n in enumerate(
-            [
-                "Bash",
-                "Read",
-                "Write",
-                "Edit",
-                "Grep",
-                "Glob",
-                "WebSearch",
-                "WebFetch",
-                "Task",
-                "Todo",
-            ]
-        )
-    ),
-    *({"id": f"skill:dev:skill{i}", "tokens": 800 + 50 * i} for i in range(8)),
-    *(
-        {
-            "id": f"memory:notes:m{i}",
-            "tokens": 120 + 10 * i,
-            "content": f"remember that service {i} deploys through the blue-green pipeline",
-        }
-        for i in range(8)
-    ),
-    *({"id": f"section:prompt:s{i}", "tokens": 600 + 25 * i} for i in range(6)),
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[k]
-
-
-class Serve:
-    """`plaudit serve` in a child process, stopped (and its output kept) on exit."""
-
-    def __init__(self, db: str, *extra: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - lives as long as the server
-        code = "import sys; from plaudit.cli import main; sys.exit(main())"
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                code,
-                "serve",
-                "--db",
-                db,
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-                *extra,
-            ],
-            cwd=REPO,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self.cpu_at_start = 0.0
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"plaudit serve exited:\n{self.output()}")
-            try:
-                if httpx2.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
-                    self.cpu_at_start = self.cpu_seconds()
-                    return
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        self.stop()
-        raise SystemExit("plaudit serve did not start within 30 s")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU the server has used so far, its workers included (Linux: /proc),
-        else NaN."""
-        return proc_cpu(self.proc.pid) or float("nan")
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-class Connection:
-    """One kept-alive HTTP/1.1 connection, as lean as a load generator can be.
-
-    The generator shares the machine's two cores with the server it measures, so every CPU
-    millisecond it spends is one the server does not get. A general client (httpx) spent about
-    3.9 CPU-ms per request here, as much as the server; this one speaks only what the benchmark
-    needs (a JSON POST, a Content-Length reply) and spends a fraction of that.
-    """
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        if self.writer is None or self.writer.is_closing():
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None
-        self.writer.write(
-            b"POST %s HTTP/1.1\r\nhost: %s\r\ncontent-type: application/json\r\n"
-            b"content-length: %d\r\n\r\n%s" % (path.encode(), self.host.encode(), len(body), body)
-        )
-        try:
-            head = await self.reader.readuntil(b"\r\n\r\n")
-            status = int(head[9:12])
-            length = None
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            if length is None:
-                raise ConnectionError("reply without content-length")
-            data = await self.reader.readexactly(length)
-        except BaseException:
-            self.writer.close()
-            self.writer = None
-            raise
-        if b"connection: close" in head.lower():
-            self.writer.close()
-            self.writer = None
-        return status, data
-
-
-class Pool:
-    """Connections handed out one request at a time; a request waits when all are busy.
-
-    Waiting here still counts: latency runs from the moment a request was scheduled.
-    """
-
-    def __init__(self, url: str, size: int) -> None:
-        host, _, port = url.removeprefix("http://").partition(":")
-        self.idle: asyncio.Queue[Connection] = asyncio.Queue()
-        for _ in range(size):
-            self.idle.put_nowait(Connection(host, int(port)))
-
-    async def post(self, path: str, payload: dict[str, Any], timeout: float) -> tuple[int, Any]:
-        conn = await self.idle.get()
-        try:  # a failed or timed-out request closes its own connection (`Connection.post`)
-            status, data = await asyncio.wait_for(
-                conn.post(path, msgspec.json.encode(payload)), timeout
-            )
-        finally:
-            self.idle.put_nowait(conn)
-        return status, msgspec.json.decode(data) if status == 200 else data
+#: The issue's targets: (workload, rate, p99 limit in ms): select+observe at 300/s within
+#: 15 ms, and the mixed workload at 200/s within 25 ms, ramped from below (a rate is run only
+#: while the ones under it kept the limit) to find the highest that does (moonshot 1,000/s).
+TARGETS = [("select-observe", 300.0, 15.0), ("mixed", 200.0, 25.0)]
+RAMP = [50.0, 100.0, 150.0, 200.0, 300.0, 400.0, 600.0, 800.0, 1000.0]
 
 
 async def drive(
     url: str,
+    workload: str,
     rate: float,
     duration: float,
     drain: float,
@@ -229,9 +80,9 @@ async def drive(
     interval = 1.0 / rate
     skip = int(rate * warmup)
     total = int(rate * duration)
-    selected: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
-    lat_sched: dict[str, list[float]] = {"select": [], "observe": []}
-    lat_send: dict[str, list[float]] = {"select": [], "observe": []}
+    reqs = Requests(f"load-{os.getpid()}-{time.monotonic_ns()}")
+    lat_sched: dict[str, list[float]] = collections.defaultdict(list)
+    lat_send: dict[str, list[float]] = collections.defaultdict(list)
     errors: collections.Counter[str] = collections.Counter()
     pool = Pool(url, CONNECTIONS)
     cpu_at_start = time.process_time()
@@ -239,46 +90,27 @@ async def drive(
     if status != 200:
         raise SystemExit(f"registering the arms failed: HTTP {status}")
 
-    async def one(i: int, scheduled: float) -> None:
-        kind = "select"
-        if i % 2 and selected:
-            kind = "observe"
-            run_id, sel = selected.popleft()
-            included = sel.get("included", [])
-            tools = [a.split(":", 2)[2] for a in included if a.startswith("tool:")][:3]
-            body: dict[str, Any] = {
-                "run_id": run_id,
-                "output_text": "used " + " and ".join(tools or ["nothing"]),
-                "tool_calls": [{"name": t} for t in tools],
-                "usage_tokens": int(sel.get("used_tokens", 0)) + 900,
-            }
-        else:
-            body = {
-                "token_budget": 6000,
-                "context": f"repo-{i % 4}",
-                "seed": i,
-                "session_id": f"load-{i // 200}",
-            }
+    async def one(i: int, name: str, request: tuple[str, str, Any], scheduled: float) -> None:
+        method, path, body = request
         sent = time.perf_counter()
         try:
-            status, data = await pool.post(f"/v1/bandit/{kind}", body, 10)
+            status, data = await pool.request(method, path, body, 10)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            errors[f"{kind}: {type(exc).__name__}"] += 1
+            errors[f"{name}: {type(exc).__name__}"] += 1
             return
         done = time.perf_counter()
         if status != 200:
-            errors[f"{kind}: HTTP {status}"] += 1
+            errors[f"{name}: HTTP {status}"] += 1
             return
-        if kind == "select":
-            selected.append((data["run_id"], data))
+        reqs.answered(name, data)
         if i < skip:
             return
-        lat_sched[kind].append((done - scheduled) * 1000)
-        lat_send[kind].append((done - sent) * 1000)
+        lat_sched[name].append((done - scheduled) * 1000)
+        lat_send[name].append((done - sent) * 1000)
         if timeline is not None:  # (request number, kind, ms from schedule, seconds into run)
-            timeline.append((i, kind, round((done - scheduled) * 1000, 2), round(sent - start, 3)))
+            timeline.append((i, name, round((done - scheduled) * 1000, 2), round(sent - start, 3)))
 
-    tasks: set[asyncio.Task[None]] = set()
+    tasks: dict[asyncio.Task[None], str] = {}
     start = time.perf_counter() + 0.05
     start_measured = start + skip * interval
     for i in range(skip + total):
@@ -290,17 +122,32 @@ async def drive(
             if measuring is not None:
                 measuring()
             cpu_at_start = time.process_time()
-        t = asyncio.create_task(one(i, scheduled))
-        tasks.add(t)
-        t.add_done_callback(tasks.discard)
+        name = reqs.name(workload, i)  # and its body now: an observe takes a selection
+        t = asyncio.create_task(one(i, name, reqs.request(name, i), scheduled))
+        tasks[t] = name
+        t.add_done_callback(tasks.pop)
     elapsed = time.perf_counter() - start_measured
     if tasks:
         _, pending = await asyncio.wait(set(tasks), timeout=drain)
         for t in pending:
+            errors[f"{tasks[t]}: unanswered after drain"] += 1
             t.cancel()
-        errors["unanswered after drain"] += len(pending)
-    every = lat_sched["select"] + lat_sched["observe"]
-    sent_all = lat_send["select"] + lat_send["observe"]
+    return _summary(total, elapsed, lat_sched, lat_send, errors, cpu_at_start)
+
+
+def _summary(
+    total: int,
+    elapsed: float,
+    lat_sched: dict[str, list[float]],
+    lat_send: dict[str, list[float]],
+    errors: collections.Counter[str],
+    cpu_at_start: float,
+) -> dict[str, Any]:
+    every = [x for v in lat_sched.values() for x in v]
+    sent_all = [x for v in lat_send.values() for x in v]
+    by_kind: collections.Counter[str] = collections.Counter()
+    for kind, n in errors.items():
+        by_kind[kind.partition(":")[0]] += n
     return {
         "requests": total,
         "ok": len(every),
@@ -312,92 +159,310 @@ async def drive(
         "max_ms": round(max(every, default=float("nan")), 2),
         "p50_send_ms": round(pct(sent_all, 50), 2),
         "p99_send_ms": round(pct(sent_all, 99), 2),
-        "select_p99_ms": round(pct(lat_sched["select"], 99), 2),
-        "observe_p99_ms": round(pct(lat_sched["observe"], 99), 2),
+        "endpoints": {
+            name: {
+                "ok": len(lat_sched.get(name, [])),
+                "errors": by_kind.get(name, 0),
+                "p50_ms": round(pct(lat_sched.get(name, []), 50), 2),
+                "p99_ms": round(pct(lat_sched.get(name, []), 99), 2),
+            }
+            for name in sorted({*lat_sched, *by_kind})
+        },
         "client_cpu_ms_per_request": round(1000 * (time.process_time() - cpu_at_start) / total, 2),
     }
 
 
-def run_loop(coro: Any) -> Any:
-    """uvloop when installed (the server's own loop; cheaper per request than asyncio's)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
-def drop_pg_schema(dsn: str) -> None:
-    import psycopg
-
-    from plaudit.config import split_schema
-
-    base, schema = split_schema(dsn)
-    if schema:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def one_run(backend: str, db: str | None, args: argparse.Namespace) -> dict[str, Any]:
-    tmp = None
-    if backend == "sqlite":
-        tmp = tempfile.TemporaryDirectory()
-        db = db or os.path.join(tmp.name, "bench.db")
-    else:
-        db = db or PG_DEFAULT
-        drop_pg_schema(db)
-    extra = ["--workers", str(args.workers)]
+def one_run(
+    tree: Tree, backend: str, workload: str, rate: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    extra = ["--workers", str(args.workers)] if args.workers > 1 else []
     if backend == "sqlite":
         extra += ["--durability", args.durability]
-    srv = Serve(db, *extra)
     timeline: list[tuple[int, str, float, float]] | None = [] if args.timeline else None
-    try:
-        marks = [srv.cpu_at_start]
-        result = run_loop(
-            drive(
-                srv.url,
-                args.rate,
-                args.duration,
-                args.drain,
-                args.warmup,
-                lambda: marks.append(srv.cpu_seconds()),
-                timeline,
+    with fresh_store(backend, args.db) as (db, cwd):
+        srv = Serve(db, *extra, tree=tree, cwd=cwd)
+        try:
+            marks = [srv.cpu_at_start]
+            result = run_loop(
+                drive(
+                    srv.url,
+                    workload,
+                    rate,
+                    args.duration,
+                    args.drain,
+                    args.warmup,
+                    lambda: marks.append(srv.cpu_seconds()),
+                    timeline,
+                )
             )
+            result["server_cpu_s"] = round(_settled_cpu(srv) - marks[-1], 2)
+        finally:
+            srv.stop()
+    if timeline is not None:
+        result["timeline"] = sorted(timeline)
+    result["warmup_s"] = args.warmup
+    return result
+
+
+def _settled_cpu(srv: Serve, within: float = 30.0) -> float:
+    """The server's CPU once it has stopped working (it may still be answering requests the
+    client gave up on): what the run's requests cost it, all of them."""
+    deadline = time.monotonic() + within
+    last = srv.cpu_seconds()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = srv.cpu_seconds()
+        if now - last < 0.02:
+            return now
+        last = now
+    return last
+
+
+def run_load(args: argparse.Namespace, trees: list[Tree], backends: list[str]) -> None:
+    """Every (workload, rate) x backend x tree once per round, `--runs` rounds.
+
+    With `--stop-after-fail` the rates are a ramp: each (workload, rate) gets all its rounds
+    (backends and trees interleaved in each) before the next, and a backend and tree whose
+    median p99 missed the limit, or that had errors, is not run at that workload's higher
+    rates."""
+    runs: dict[tuple[str, float, str, str], list[dict[str, Any]]] = {}
+    loads: list[float] = []
+    out: set[tuple[str, str, str]] = set()
+    blocks = [[c] for c in args.configs] if args.stop_after_fail else [args.configs]
+    for block in blocks:
+        for n in range(args.runs):
+            for workload, rate, limit in block:
+                for backend in backends:
+                    for tree in trees:
+                        if (workload, backend, tree.label) in out:
+                            continue
+                        loads.append(os.getloadavg()[0])
+                        r = one_run(tree, backend, workload, rate, args)
+                        r["load"] = [loads[-1], os.getloadavg()[0]]
+                        r["limit_ms"] = limit
+                        runs.setdefault((workload, rate, backend, tree.label), []).append(r)
+                        brief = {k: v for k, v in r.items() if k not in ("timeline", "endpoints")}
+                        print(
+                            f"{workload} {backend} {tree.label} {rate:g}/s run {n + 1}: "
+                            f"{json.dumps(brief)}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+        for workload, rate, limit in block if args.stop_after_fail else []:
+            for backend in backends:
+                for tree in trees:
+                    rs = runs.get((workload, rate, backend, tree.label))
+                    if rs and (
+                        any(r["errors"] for r in rs)
+                        or statistics.median(r["p99_ms"] for r in rs) > limit
+                    ):
+                        out.add((workload, backend, tree.label))
+    if args.timeline:
+        with open(args.timeline, "w") as f:
+            json.dump(
+                [
+                    {
+                        "workload": w,
+                        "rate": rt,
+                        "backend": b,
+                        "tree": t,
+                        "run": i + 1,
+                        "timeline": r["timeline"],
+                    }
+                    for (w, rt, b, t), rs in runs.items()
+                    for i, r in enumerate(rs)
+                ],
+                f,
+            )
+    summary = summarise_load(runs, args)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(load_tables(summary, [t.label for t in trees], args.durability))
+    print(target_lines(summary, [t.label for t in trees]))
+    print(f"\nload average (1 min) {min(loads):.1f} to {max(loads):.1f}")
+
+
+def summarise_load(
+    runs: dict[tuple[str, float, str, str], list[dict[str, Any]]], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    out = []
+    keys = ("p50_ms", "p99_ms", "max_ms", "p50_send_ms", "p99_send_ms", "achieved_rate")
+    for (workload, rate, backend, tree), rs in runs.items():
+        requests = sum(r["requests"] for r in rs)
+        names = sorted({n for r in rs for n in r["endpoints"]})
+        out.append(
+            {
+                "workload": workload,
+                "rate": rate,
+                "backend": backend,
+                "tree": tree,
+                "workers": args.workers,
+                "limit_ms": rs[0]["limit_ms"],
+                "load_1min": _load_range(rs),
+                "runs": len(rs),
+                "requests": requests,
+                "errors": sum(r["errors"] for r in rs),
+                "server_cpu_ms_per_request": round(
+                    statistics.median(1000 * r["server_cpu_s"] / r["requests"] for r in rs), 2
+                ),
+                "server_cpu_s": round(statistics.median(r["server_cpu_s"] for r in rs), 2),
+                "client_cpu_ms_per_request": statistics.median(
+                    r["client_cpu_ms_per_request"] for r in rs
+                ),
+                **{k: statistics.median(r[k] for r in rs) for k in keys},
+                "endpoints": {
+                    name: {
+                        "ok": sum(r["endpoints"].get(name, {}).get("ok", 0) for r in rs),
+                        "errors": sum(r["endpoints"].get(name, {}).get("errors", 0) for r in rs),
+                        "p50_ms": statistics.median(
+                            r["endpoints"][name]["p50_ms"] for r in rs if name in r["endpoints"]
+                        ),
+                        "p99_ms": statistics.median(
+                            r["endpoints"][name]["p99_ms"] for r in rs if name in r["endpoints"]
+                        ),
+                    }
+                    for name in names
+                },
+            }
         )
-        if args.timeline:
-            result["timeline"] = sorted(timeline or [])
-        result["server_cpu_s"] = round(srv.cpu_seconds() - marks[-1], 2)
-        result["warmup_s"] = args.warmup
-    finally:
-        srv.stop()
-        if backend == "postgres":
-            drop_pg_schema(db)
-        if tmp is not None:
-            tmp.cleanup()
-    return {"backend": backend, **result}
+    return out
 
 
-def main() -> None:
+def _load_range(rs: list[dict[str, Any]]) -> list[float]:
+    """The 1-minute load average seen at the starts and ends of these runs: [lowest, highest]."""
+    seen = [x for r in rs for x in r["load"]]
+    return [round(min(seen), 1), round(max(seen), 1)]
+
+
+def run_single(args: argparse.Namespace, trees: list[Tree], backends: list[str]) -> None:
+    """Each endpoint alone, one request at a time: `--runs` rounds over seed x backend x tree."""
+    only = args.endpoints.split(",") if args.endpoints else None
+    unknown = set(only or []) - set(SINGLE)
+    if unknown:
+        raise SystemExit(f"--endpoints: unknown {sorted(unknown)}; known: {', '.join(SINGLE)}")
+    kw = {"n": args.requests, "warm": 20, "durability": args.durability, "only": only}
+    runs: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    loads: list[float] = []
+    for n in range(args.runs):
+        for seed in args.seeds:
+            for backend in backends:
+                for tree in trees:
+                    loads.append(os.getloadavg()[0])
+                    r = single_run(tree, backend, seed=seed, **kw)
+                    r["load"] = [loads[-1], os.getloadavg()[0]]
+                    runs.setdefault((seed, backend, tree.label), []).append(r)
+                    brief = {k: v["cpu_ms"] if isinstance(v, dict) else v for k, v in r.items()}
+                    print(
+                        f"single seed {seed} {backend} {tree.label} run {n + 1}: "
+                        f"{json.dumps(brief)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    # Counting statements and profiling cost CPU: each gets a run of its own, not timed.
+    extra: dict[tuple[int, str, str], dict[str, Any]] = {}
+    for seed in args.seeds if args.statements or args.profile else []:
+        for backend in backends:
+            for tree in trees:
+                if args.statements:
+                    r = single_run(tree, backend, seed=seed, statements=True, **kw)
+                    extra[(seed, backend, tree.label)] = r
+                if args.profile:
+                    single_run(tree, backend, seed=seed, profile=args.profile, **kw)
+    summary = summarise_single(runs, extra)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return
+    print(single_tables(summary, [t.label for t in trees], LABELS, args.durability))
+    print(f"\nload average (1 min) {min(loads):.1f} to {max(loads):.1f}")
+
+
+def summarise_single(
+    runs: dict[tuple[int, str, str], list[dict[str, Any]]],
+    extra: dict[tuple[int, str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    out = []
+    for (seed, backend, tree), rs in runs.items():
+        traced = extra.get((seed, backend, tree), {})
+        for name in [k for k in rs[0] if isinstance(rs[0][k], dict)]:
+            cpu = [r[name]["cpu_ms"] for r in rs]
+            row = {
+                "seed": seed,
+                "backend": backend,
+                "tree": tree,
+                "endpoint": name,
+                "log_length": rs[0][name]["log_length"],
+                "runs": len(rs),
+                "cpu_ms": round(statistics.median(cpu), 2),
+                "cpu_ms_runs": [round(c, 2) for c in cpu],
+                "wall_ms": round(statistics.median(r[name]["wall_ms"] for r in rs), 2),
+                "idle_cpu_ms_per_s": round(
+                    statistics.median(r["idle_cpu_ms_per_s"] for r in rs), 1
+                ),
+                "load_1min": _load_range(rs),
+            }
+            if "statements" in traced.get(name, {}):
+                row["statements"] = round(traced[name]["statements"], 1)
+                row["statement_texts"] = traced[name]["statement_texts"]
+            out.append(row)
+    return out
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     ap.add_argument(
-        "--db", help="SQLite path or postgresql:// DSN (default: temp file / bench_http)"
+        "--db", help="SQLite path or postgresql:// DSN (default: a fresh temp file / schema)"
     )
+    ap.add_argument(
+        "--checkout",
+        action="append",
+        default=[],
+        metavar="[LABEL=]DIR",
+        help="also run the server of this checkout (its .venv's python); repeatable",
+    )
+    ap.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="also run the server of this interpreter's plaudit; repeatable",
+    )
+    ap.add_argument("--label", help="this tree's name in the tables (default: its commit)")
+    ap.add_argument("--workload", choices=["select-observe", "mixed"], default="select-observe")
     ap.add_argument("--rate", type=float, default=200.0, help="requests per second")
     ap.add_argument(
         "--rates",
         help="several rates, comma-separated (runs interleave them); the report names the "
         "highest that kept p99 <= --target-ms with no errors",
     )
-    ap.add_argument("--target-ms", type=float, default=15.0)
+    ap.add_argument(
+        "--target-ms",
+        type=float,
+        default=None,
+        help="p99 limit for --rates (default: 25 for mixed, 15 for select-observe)",
+    )
+    ap.add_argument(
+        "--stop-after-fail",
+        action="store_true",
+        help="once a rate misses the p99 limit on a tree, run no higher rate there "
+        "(on with --targets)",
+    )
+    ap.add_argument(
+        "--targets",
+        action="store_true",
+        help="the issue's targets: select+observe at 300/s (p99 <= 15 ms), and the mixed "
+        f"workload ramped over {','.join(f'{r:g}' for r in RAMP)} req/s: p99 <= 25 ms at "
+        "200/s, and the highest rate that keeps it (moonshot: 1000)",
+    )
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
     ap.add_argument("--drain", type=float, default=10.0, help="max seconds to wait for stragglers")
     ap.add_argument(
         "--timeline",
         metavar="FILE",
-        help="write every measured request of every run to FILE (JSON: backend, rate, run, "
-        "and [number, kind, ms from its schedule, seconds into the run]), to see when the slow "
-        "ones came",
+        help="write every measured request of every run to FILE (JSON: workload, rate, "
+        "backend, tree, run, and [number, endpoint, ms from its schedule, seconds into the "
+        "run]), to see when the slow ones came",
     )
     ap.add_argument(
         "--warmup",
@@ -412,97 +477,58 @@ def main() -> None:
         default="full",
         help="SQLite synchronous mode of the server (`plaudit serve --durability`)",
     )
-    ap.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="server processes (`plaudit serve --workers`)",
+    ap.add_argument("--workers", type=int, default=1, help="`plaudit serve --workers`")
+    ap.add_argument("--runs", type=int, default=1, help="rounds; medians are reported")
+    single = ap.add_argument_group("--single: each endpoint alone, one request at a time")
+    single.add_argument("--single", action="store_true")
+    single.add_argument("--requests", type=int, default=300, help="measured per endpoint")
+    single.add_argument(
+        "--seed",
+        default="50",
+        help="select+observe+record+append rounds before measuring; several, comma-separated, "
+        "measure the endpoints on logs of several lengths",
     )
-    ap.add_argument("--runs", type=int, default=1, help="runs per backend; medians are reported")
+    single.add_argument("--endpoints", help=f"comma-separated subset of {','.join(SINGLE)}")
+    single.add_argument(
+        "--statements",
+        action="store_true",
+        help="one more run per tree counting the SQL statements per request (not timed)",
+    )
+    single.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="one more run per tree (not timed), each endpoint's measured requests under "
+        "py-spy; bench/http_profile.py DIR summarises them",
+    )
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON")
     args = ap.parse_args()
-    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     rates = [float(x) for x in args.rates.split(",")] if args.rates else [args.rate]
-    runs: dict[tuple[str, float], list[dict[str, Any]]] = {}
-    loads: list[float] = []
-    for n in range(args.runs):
-        for rate in rates:
-            for backend in backends:
-                args.rate = rate
-                loads.append(os.getloadavg()[0])
-                r = one_run(backend, args.db, args)
-                runs.setdefault((backend, rate), []).append(r)
-                print(
-                    f"{backend} {rate:g}/s run {n + 1}: "
-                    f"{json.dumps({k: v for k, v in r.items() if k != 'timeline'})}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    summary = []
-    for (backend, rate), rs in runs.items():
-        med = {
-            k: statistics.median(r[k] for r in rs)
-            for k in (
-                "p50_ms",
-                "p99_ms",
-                "max_ms",
-                "p50_send_ms",
-                "p99_send_ms",
-                "achieved_rate",
-                "server_cpu_s",
-                "client_cpu_ms_per_request",
-            )
-        }
-        requests = sum(r["requests"] for r in rs)
-        label = f"sqlite ({args.durability})" if backend == "sqlite" else backend
-        label += f", {args.workers} workers" if args.workers > 1 else ""
-        summary.append(
-            {
-                "backend": label,
-                "rate": rate,
-                "runs": len(rs),
-                "errors": sum(r["errors"] for r in rs),
-                "requests": requests,
-                "server_cpu_ms_per_request": round(
-                    1000 * sum(r["server_cpu_s"] for r in rs) / max(requests, 1), 2
-                ),
-                **med,
-            }
-        )
-    if args.timeline:
-        with open(args.timeline, "w") as f:
-            json.dump(
-                [
-                    {"backend": b, "rate": rate, "run": n + 1, "timeline": r["timeline"]}
-                    for (b, rate), rs in runs.items()
-                    for n, r in enumerate(rs)
-                ],
-                f,
-            )
-    if args.json:
-        print(json.dumps(summary, indent=2))
-        return
-    print(
-        "| backend | offered req/s | runs | requests | errors | achieved req/s | p50 ms "
-        "| p99 ms | max ms | p99 from send ms | server CPU ms/request | client CPU ms/request |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for s in summary:
-        print(
-            f"| {s['backend']} | {s['rate']:g} | {s['runs']} | {s['requests']} | {s['errors']} "
-            f"| {s['achieved_rate']} | {s['p50_ms']} | {s['p99_ms']} | {s['max_ms']} "
-            f"| {s['p99_send_ms']} | {s['server_cpu_ms_per_request']} "
-            f"| {s['client_cpu_ms_per_request']} |"
-        )
-    for label in dict.fromkeys(s["backend"] for s in summary):
-        ok = [
-            s["rate"]
-            for s in summary
-            if s["backend"] == label and s["errors"] == 0 and s["p99_ms"] <= args.target_ms
-        ]
-        best = f"{max(ok):g} req/s" if ok else "none of the rates tried"
-        print(f"\n{label}: highest rate with p99 <= {args.target_ms:g} ms and no errors: {best}")
-    print(f"load average {min(loads):.1f} to {max(loads):.1f}")
+    args.seeds = [int(x) for x in args.seed.split(",")]
+    if args.targets:
+        args.configs = [TARGETS[0], *(("mixed", r, TARGETS[1][2]) for r in RAMP)]
+        args.stop_after_fail = True
+    else:
+        limit = args.target_ms or (25.0 if args.workload == "mixed" else 15.0)
+        args.configs = [(args.workload, r, limit) for r in rates]
+    return args
+
+
+def main() -> None:
+    # Stopped with SIGTERM, still stop the servers and drop the schemas (`finally` blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    args = parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    trees = [Tree.this(args.label)]
+    trees += [Tree.parse(c, checkout=True) for c in args.checkout]
+    trees += [Tree.parse(p, checkout=False) for p in args.python]
+    if len({t.label for t in trees}) != len(trees):
+        raise SystemExit("two trees have the same label: name them, LABEL=PATH")
+    if args.workers > 1 and len(trees) > 1:
+        print("note: --workers needs a tree whose `plaudit serve` has it", file=sys.stderr)
+    if args.single:
+        run_single(args, trees, backends)
+    else:
+        run_load(args, trees, backends)
 
 
 if __name__ == "__main__":

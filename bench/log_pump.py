@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import median
-from http_load import drop_pg_schema
+from http_serve import drop_pg_schema
 
 CHILD = r"""
 import json, os, resource, sys, threading, time, collections, statistics
