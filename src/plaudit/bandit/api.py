@@ -27,7 +27,7 @@ from plaudit.bandit.projection import (
 )
 from plaudit.bandit.results import ArmStats, Observation, Selection
 from plaudit.bandit.savings import MAX_POINTS, _thin, summarise
-from plaudit.bandit.stats import confidence_tier, credible_intervals, mean, variance
+from plaudit.bandit.stats import IntervalMemo, confidence_tier, mean, variance
 from plaudit.bandit.trailing import Trailing
 from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
@@ -180,10 +180,6 @@ def policy_miss_cost(cfg: cfgmod.BanditConfig, tokens: np.ndarray, budget: int) 
     return cfg.miss_cost(int(tokens.sum()), budget)
 
 
-#: bandit_meta's columns as the projection records an observation from them (`read_ahead`).
-_META_AHEAD = ", ".join(f"m.{c}" for c in projection.META_COLUMNS.split(", "))
-
-
 def _outcome(payload: Mapping[str, Any]) -> dict[str, Any]:
     """An observation payload with its rewards in one form, for comparing: a run observed by
     an older version (rewards by id) and observed again now (`compact_rewards`) with the
@@ -285,6 +281,7 @@ class Bandit:
         #: positions, and the registry (`Registry.arms`) they index. `observe` takes them
         #: instead of decoding the row's 880 ids at 1,000 arms and looking each up again.
         self._selected: dict[str, tuple[str, list[str], np.ndarray, Any]] = {}
+        self._intervals = IntervalMemo()
 
     # -- plumbing ----------------------------------------------------------------------
     def _checkpoint_soon(self) -> None:
@@ -554,14 +551,12 @@ class Bandit:
         def write(w: Any) -> tuple[dict[str, int], bool, str, list[str]]:
             # the settings' position comes with the run, in one statement
             row = w.tx.fetchone(
-                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq, "
-                f"{_META_AHEAD} FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 "
-                "WHERE r.run_id = ?",
+                "SELECT r.included, r.context, r.phase, r.session_id, m.config_seq "
+                "FROM bandit_runs r JOIN bandit_meta m ON m.one = 1 WHERE r.run_id = ?",
                 (run_id,),
             )
             if row is None:
                 raise NotFoundError(f"no bandit run with run_id {run_id!r}")
-            projection.read_ahead(w.tx, oid, row[5:])
             held = self._selected.pop(run_id, None)
             if held is not None and held[0] == row[0]:
                 included, held_at, held_arms = held[1], held[2], held[3]
@@ -609,7 +604,7 @@ class Bandit:
                     updates = stored["updates"]
                     payload["missed"] = stored.get("missed", [])
                 return rewards, bool(updates), "present", list(payload.get("missed", ()))
-            meta = projection.written_meta(w.tx, oid) or w.tx.fetchone(
+            meta = w.tx.fetchone(
                 "SELECT obs_index, last_ts, arms_seq, config_seq, ckpt_index "
                 "FROM bandit_meta WHERE one = 1"
             )
@@ -722,7 +717,7 @@ class Bandit:
         if context is not None:
             under |= spulls < cfg.min_pulls_context
         by_id = reg.arms
-        lows, highs = credible_intervals(alpha, beta, float(level))
+        lows, highs = self._intervals(alpha, beta, float(level))
         out = []
         for i, arm_id in enumerate(ids):
             a, b = float(alpha[i]), float(beta[i])

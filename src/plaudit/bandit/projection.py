@@ -290,11 +290,7 @@ class BanditProjection:
         # observation that completes a checkpoint): most batches are one run or one
         # observation, and neither needs them, so the read is not paid per append.
         cfg: cfgmod.BanditConfig | None = None
-        ahead = getattr(_ahead, "meta", None)
-        _ahead.meta = None  # good for the first event of this call only
         for ev in events:
-            if ahead is not None and (ahead[0] is not tx or ahead[1] != ev.id):
-                ahead = None
             if ev.type == CONFIG_V1:
                 cfg = self._config(tx, ev, load_config(tx) if cfg is None else cfg)
             elif ev.type == ARMS_V1:
@@ -306,9 +302,8 @@ class BanditProjection:
             elif ev.type == ARMSET_V1:
                 self._armset(tx, ev)
             elif ev.type == OBSERVATION_V1:
-                cfg = self._observation(tx, ev, cfg, None if ahead is None else ahead[2])
+                cfg = self._observation(tx, ev, cfg)
             # other plaudit.bandit.* types are left to future versions
-            ahead = None
 
     def _config(self, tx: Tx, ev: StoredEvent, cfg: cfgmod.BanditConfig) -> cfgmod.BanditConfig:
         new = cfgmod.merged(cfg, _decode(ev, _ConfigPayload).changes, replay=True)
@@ -396,12 +391,9 @@ class BanditProjection:
         tx: Tx,
         ev: StoredEvent,
         cfg: cfgmod.BanditConfig | None,
-        meta: Sequence[Any] | None = None,
     ) -> cfgmod.BanditConfig | None:
         """Record one observation; `cfg` is the settings in force if already read (else
-        None), `meta` the bandit_meta row (`META_COLUMNS`) if the observer read it in this
-        transaction just before (`read_ahead`). Returns the settings, read here if a
-        checkpoint needed them."""
+        None). Returns the settings, read here if a checkpoint needed them."""
         p = _decode(ev, _ObservationPayload)
         try:
             ids, hits = reward_pairs(p)
@@ -410,7 +402,7 @@ class BanditProjection:
         if p.missed:  # arms the run left out that its output references fold as successes
             merged = {**dict(zip(ids, hits, strict=True)), **dict.fromkeys(p.missed, "1")}
             ids, hits = list(merged), "".join(merged.values())
-        row = meta or tx.fetchone(f"SELECT {META_COLUMNS} FROM bandit_meta WHERE one = 1")
+        row = tx.fetchone(f"SELECT {META_COLUMNS} FROM bandit_meta WHERE one = 1")
         assert row is not None
         index, now = int(row[0]) + 1, max(int(row[1]), ev.ts_ms)
         updates = p.updates and bool(ids)
@@ -441,7 +433,6 @@ class BanditProjection:
                 + _META_MOVED,
                 (*run, *queued, index, now, pending),
             )
-            _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
             return cfg
         tx.execute(_RUN_OBSERVED, run)
         if queued:
@@ -466,7 +457,6 @@ class BanditProjection:
             )
         else:
             tx.execute(_META_MOVED, (index, now, pending))
-        _written.meta = (tx, ev.id, (index, now, int(row[3]), int(row[4]), ckpt))
         return cfg
 
 
@@ -488,38 +478,6 @@ _META_MOVED = "UPDATE bandit_meta SET obs_index = ?, last_ts = ?, pending = ? WH
 
 #: The bandit_meta columns an observation's recording starts from, in this order.
 META_COLUMNS = "obs_index, last_ts, pending, arms_seq, config_seq, ckpt_index"
-
-#: Per thread: (tx, observation id, the bandit_meta row read just before its append).
-_ahead = threading.local()
-
-
-def read_ahead(tx: Tx, event_id: str, meta: Sequence[Any]) -> None:
-    """Hand the projection the bandit_meta row (`META_COLUMNS`) that an observer read in
-    `tx` (with the run, in one statement) right before appending observation `event_id`, so
-    recording it need not read the row again: one statement, and on PostgreSQL one round
-    trip, fewer per observe. It is used only if that observation is the first event the next
-    `apply` in this thread records in `tx`; anything else applied first (a catch-up of a
-    projection behind the log) may have changed the row, so the row is read then."""
-    _ahead.meta = (tx, event_id, meta)
-
-
-#: Per thread: (tx, observation id, the bandit_meta row its recording left), for `written_meta`.
-_written = threading.local()
-
-
-def written_meta(tx: Tx, event_id: str) -> tuple[int, int, int, int, int] | None:
-    """The bandit_meta row (obs_index, last_ts, arms_seq, config_seq, ckpt_index) that
-    recording observation `event_id` left in `tx`, if it is the last observation this thread
-    recorded; else None (then read the row). An observer appends its observation alone, so
-    the row is still as the projection left it when the append returns, and reading it back
-    would be one more statement per observe. A catch-up inside the append (a projection
-    behind the log) applies other events first, never after."""
-    got = getattr(_written, "meta", None)
-    _written.meta = None  # taken once: the transaction is not kept alive by this thread
-    if got is None or got[0] is not tx or got[1] != event_id:
-        return None
-    meta: tuple[int, int, int, int, int] = got[2]
-    return meta
 
 
 def trails(dialect: str) -> bool:

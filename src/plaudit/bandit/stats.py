@@ -4,6 +4,7 @@ approximation, which leaves [0, 1] for small counts)."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -247,14 +248,31 @@ def tail_at_least(x: np.ndarray, a: np.ndarray, b: np.ndarray, level: float) -> 
 def beta_ppf_array(q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Quantiles of many Beta distributions at once: safeguarded Newton steps (bisection when a
     step would leave the bracket), so the dashboard's intervals for thousands of arms cost
-    milliseconds. Agrees with `beta_ppf` to about 1e-10."""
+    milliseconds. Agrees with `beta_ppf` to about 1e-10.
+
+    Each quantile is found in its lower tail (the quantile q of Beta(a, b) above 1/2 is 1 minus
+    the quantile 1 - q of Beta(b, a)), starting where the tail's leading term x^a / (a B(a, b))
+    reaches q. Starting at the mean instead, a posterior like Beta(20.75, 0.25), whose upper
+    quantiles lie within 1e-7 of 1, took about 50 rounds instead of 8."""
     q, a, b = np.broadcast_arrays(
         np.asarray(q, dtype=np.float64), np.asarray(a, np.float64), np.asarray(b, np.float64)
     )
     q, a, b = q.ravel(), a.ravel(), b.ravel()
-    lo, hi = np.zeros_like(q), np.ones_like(q)
-    x = np.clip(a / (a + b), 1e-12, 1 - 1e-12)
+    upper = q > 0.5
+    q, a, b = np.where(upper, 1.0 - q, q), np.where(upper, b, a), np.where(upper, a, b)
     log_norm = lgamma_array(a + b) - lgamma_array(a) - lgamma_array(b)
+    with np.errstate(divide="ignore"):
+        x = np.exp((np.log(q) + np.log(a) - log_norm) / a)
+    x = _newton_ppf(q, a, b, np.clip(x, 1e-300, 1 - 1e-12), log_norm)
+    x = np.where(q <= 0.0, 0.0, x)
+    return np.clip(np.where(upper, 1.0 - x, x), 0.0, 1.0)
+
+
+def _newton_ppf(
+    q: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.ndarray, log_norm: np.ndarray
+) -> np.ndarray:
+    """Solve F(x; a, b) = q for x in [0, 1] from `x`, keeping each root bracketed."""
+    lo, hi = np.zeros_like(q), np.ones_like(q)
     active = (q > 0.0) & (q < 1.0)
     for _ in range(200):
         if not active.any():
@@ -274,8 +292,7 @@ def beta_ppf_array(q: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         idx = np.flatnonzero(active)
         x[idx[done]] = xa[done]
         active[idx[done]] = False
-    x = np.where(q <= 0.0, 0.0, np.where(q >= 1.0, 1.0, x))
-    return np.clip(x, 0.0, 1.0)
+    return x
 
 
 def credible_intervals(
@@ -289,3 +306,28 @@ def credible_intervals(
     qs = np.concatenate([np.full(a.size, tail), np.full(a.size, 1.0 - tail)])
     x = beta_ppf_array(qs, np.concatenate([a, a]), np.concatenate([b, b]))
     return x[: a.size], x[a.size :]
+
+
+class IntervalMemo:
+    """The last few `credible_intervals` answers, by their inputs' bytes. A posterior read
+    repeats until an observation is folded, and finding the quantiles is nearly all of its
+    cost (about 5 ms for 32 arms, the rest 0.1 ms); hashing the inputs costs microseconds."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._got: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+        a, b = np.ascontiguousarray(a, np.float64), np.ascontiguousarray(b, np.float64)
+        h = hashlib.blake2b(np.float64(level).tobytes(), digest_size=16)
+        h.update(a.size.to_bytes(8, "little"))
+        h.update(a.data)
+        h.update(b.data)
+        key = h.digest()
+        got = self._got.get(key)
+        if got is None:
+            got = credible_intervals(a, b, level)
+            if len(self._got) >= self._size:
+                self._got.pop(next(iter(self._got)), None)
+            self._got[key] = got
+        return got[0].copy(), got[1].copy()

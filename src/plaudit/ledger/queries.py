@@ -78,8 +78,9 @@ def _session(row: tuple[Any, ...]) -> dict[str, Any]:
 
 def trend(tx: Tx, session: str | None, points: int = TREND_POINTS) -> list[dict[str, int]]:
     """The running total at up to `points` evenly spaced log positions (always the last
-    transaction), oldest first. Each point is one index lookup, so the cost does not grow with
-    the number of transactions."""
+    transaction), oldest first. Three statements whatever the number of transactions: each
+    point is one index lookup inside the last (one statement per point cost a round trip
+    each on PostgreSQL, most of a score request)."""
     where, params = ("WHERE session = ?", [session]) if session is not None else ("", [])
     # One aggregate per query: SQLite answers a lone MIN or MAX from the index, both at once
     # by scanning the table.
@@ -89,17 +90,14 @@ def trend(tx: Tx, session: str | None, points: int = TREND_POINTS) -> list[dict[
     lo, hi = int(low), int(tx.scalar(f"SELECT MAX(seq) FROM ledger_tx {where}", params))
     step = max(1, math.ceil((hi - lo) / max(1, points - 1)))
     targets = sorted({*range(lo, hi, step), hi})
-    cond = "session = ? AND seq <= ?" if session is not None else "seq <= ?"
-    sql = f"SELECT ts_ms, running_total, seq FROM ledger_tx WHERE {cond} ORDER BY seq DESC LIMIT 1"
-    out: list[dict[str, int]] = []
-    last_seq = None
-    for target in targets:
-        row = tx.fetchone(sql, [*params, target])
-        if row is None or row[2] == last_seq:
-            continue
-        last_seq = row[2]
-        out.append({"ts_ms": int(row[0]), "total": int(row[1])})
-    return out
+    cond = "session = ? AND seq <= t.target" if session is not None else "seq <= t.target"
+    rows = tx.fetchall(
+        f"WITH t(target) AS (VALUES {', '.join(['(?)'] * len(targets))}) "
+        "SELECT DISTINCT l.seq, l.ts_ms, l.running_total FROM t JOIN ledger_tx l "
+        f"ON l.seq = (SELECT MAX(seq) FROM ledger_tx WHERE {cond}) ORDER BY l.seq",
+        [*targets, *params],
+    )
+    return [{"ts_ms": int(ts), "total": int(total)} for _, ts, total in rows]
 
 
 def metrics(tx: Tx, state: dict[str, Any], cfg: LedgerConfig) -> dict[str, Any]:

@@ -124,9 +124,14 @@ class LedgerWriter:
         stored totals pass the quick checksum; a failure records a halt (in a transaction of
         its own, after this one is rolled back) and raises with the way forward. `before`
         appends what the transactions refer to (source records), after the checks and in the
-        same database transaction."""
+        same database transaction.
+
+        The log is verified before the write lock is taken (only what is new since this
+        process's last verify): every other writer would wait behind a verify done under it,
+        and what another writer appends between the two is verified by the next write."""
         halt: tuple[str, str, str, dict[str, Any]] | None = None
         out: list[Transaction] = []
+        outcome = log_verified(self.p) if check else None
         with self.p.log.writer() as w:
             tx = w.tx
             head_seq, _ = w.head()
@@ -134,8 +139,7 @@ class LedgerWriter:
             state = read_state(tx)
             if state is not None and state["halted"] and not force:
                 raise halted_error(state)
-            if check:
-                outcome = log_verified(self.p)
+            if outcome is not None:
                 if not outcome.ok:
                     kind = log_kind(outcome)
                     halt = (
