@@ -404,6 +404,24 @@ def test_selection_struct_serialises(pl: Plaudit, arms) -> None:
     assert data["run_id"] == sel.run_id and data["included"] == sel.included
 
 
+def test_savings_follow_every_run_another_handle_writes(pl: Plaudit, db_url: str, arms) -> None:
+    """A repeated read answers as a fresh handle would: runs written by another handle (or
+    process) count at once, and changing the returned dict changes nothing else."""
+    pl.bandit.configure(min_pulls=0, threshold=0.2, miss_cost_tokens=None)
+    first = pl.bandit.savings()
+    first["runs"] = -1
+    assert pl.bandit.savings()["runs"] == 0
+    with Plaudit.open(db_url) as other:
+        for i in range(3):
+            sel = other.bandit.select(arms, token_budget=100_000, seed=i)
+            other.bandit.observe(sel.run_id, "only Bash")
+        fresh = other.bandit.savings()
+    got = pl.bandit.savings()
+    assert got["runs"] == 3 and got == fresh
+    with Plaudit.open(db_url) as again:
+        assert again.bandit.savings() == pl.bandit.savings()
+
+
 def test_savings_are_net_of_baseline_runs_and_match_the_simulator_under_a_binding_budget(
     pl: Plaudit,
 ) -> None:

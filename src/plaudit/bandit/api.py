@@ -3,6 +3,7 @@ observation in the log, and learn from reference-detected rewards."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from plaudit.errors import ConflictError, NotFoundError, ValidationError
 from plaudit.events import make_event
 from plaudit.ids import uuid7
 from plaudit.store.log import AppendResult
+from plaudit.store.view import LogView
 
 if TYPE_CHECKING:
     from plaudit.core import Plaudit
@@ -282,6 +284,9 @@ class Bandit:
         #: instead of decoding the row's 880 ids at 1,000 arms and looking each up again.
         self._selected: dict[str, tuple[str, list[str], np.ndarray, Any]] = {}
         self._intervals = IntervalMemo()
+        #: The last savings summary per context and the log length it was read at: it reads
+        #: every active run (about 2.7 CPU-µs each), and a dashboard asks every 5 s.
+        self._savings: dict[str | None, tuple[int, dict[str, Any]]] = {}
 
     # -- plumbing ----------------------------------------------------------------------
     def _checkpoint_soon(self) -> None:
@@ -885,9 +890,17 @@ class Bandit:
         if context:
             sql += " AND context = ?"
             params.append(context)
+        head = self.p.log.head().length
+        memo = self._savings.get(context)
+        if memo is not None and memo[0] == head:
+            return copy.deepcopy(memo[1])  # nothing was appended since: the same answer
         with self.p.backend.read() as tx:
+            # the head again, inside the snapshot the rows come from
+            head = LogView(tx).head()[0]
             rows = tx.fetchall(sql + " ORDER BY seq", params)
-        return summarise(rows)
+        out = summarise(rows)
+        self._savings[context] = (head, out)
+        return copy.deepcopy(out)
 
     def history(
         self, arm_id: str | None = None, context: str | None = None, *, points: int = MAX_POINTS
