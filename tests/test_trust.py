@@ -231,6 +231,60 @@ def test_a_power_cut_never_leaves_a_witness_ahead(tmp_path: Path, monkeypatch: A
             assert after.log.verify(full=True).ok, cut
 
 
+_WRITER = """
+import sys
+from plaudit import Plaudit, make_event
+db, witness = sys.argv[1], sys.argv[2]
+with Plaudit.open(db, witness=[witness], checkpoint_every=3, checkpoint_seconds=0) as p:
+    i = 0
+    while True:
+        p.log.append_batch([make_event("test.kill.v1", {"i": i, "j": j}) for j in range(2)])
+        i += 1
+        if i == 3:
+            print("writing", flush=True)
+"""
+
+
+def test_kill_9_while_checkpoints_are_signed_and_witnessed(db_url: str, tmp_path: Path) -> None:
+    """A writer killed at any moment (a checkpoint every 3 appends, so often while one is
+    signed or copied to the witness) leaves the witness consistent with the log: a full
+    verify with the witness passes after every kill, and the log goes on from there."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    witness = tmp_path / "w"
+    witness.mkdir()
+    with Plaudit.open(db_url, create=True) as p:
+        fill(p, 1)
+    rng = random.Random(7)
+    lengths = []
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, db_url, str(witness)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "writing\n"
+            time.sleep(rng.uniform(0.0, 0.3))
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        with Plaudit.open(db_url, witness=[witness]) as p:
+            report = p.log.verify(full=True)
+            assert report.ok, report
+            assert report.witnesses and not report.warnings, report
+            (seen,) = report.witnesses
+            assert seen["problem"] is None and 0 < seen["size"] <= report.length, seen
+            lengths.append(report.length)
+    assert lengths == sorted(lengths) and lengths[-1] > lengths[0]
+
+
 TABLES = ("plaudit_events", "plaudit_head", "plaudit_checkpoints", "plaudit_tree_nodes")
 
 
