@@ -71,7 +71,7 @@ def _observe(st_: dict, outcomes: list[int], detect: bool = True) -> tuple[dict,
 def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
     rng = np.random.default_rng(3)
     before = [int(x) for x in rng.random(120) < 0.6]
-    state, alarms = _observe(evidence.fresh(), [*before, 1, *([0] * 25)])
+    state, alarms = _observe(evidence.fresh(), [*before, 1, *([0] * 35)])
     assert any(alarms[120:]) and not any(alarms[:120])
     assert float(state["s"]) == 0.0 and float(state["pw"]) == DS.reset_prior_weight
     assert float(state["drop_at"]) > 120  # a central drop: the arm was needed 60% of the time
@@ -79,10 +79,10 @@ def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
 
 def test_a_useful_arm_survives_a_short_run_of_misses_but_a_rise_is_quick() -> None:
     _, alarms = _observe(evidence.fresh(), [1] * 60 + [1, 1, 1, 0, 1, 1] * 5 + [0] * 4)
-    assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 12)
+    assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 18)
     dead, _ = _observe(evidence.fresh(), [0] * 80)
-    woke, alarms = _observe(dead, [1, 1, 1])
-    # the new segment: the last 8 outcomes (the shortest it may be), 3 of them hits
+    woke, alarms = _observe(dead, [1] * 6)
+    # the new segment: the last 8 outcomes (the shortest it may be), 6 of them hits
     assert any(alarms) and float(woke["s"]) / (float(woke["s"]) + float(woke["f"])) > 0.3
 
 
@@ -150,9 +150,9 @@ def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
         proof_f=rng.integers(0, 4, n).astype(float),
     )
     plan = policy.plan(inp)
-    # the 900-token arms have slots of their own size class
+    # the 900-token arms have slots of their own size class (a whole slot, or a share of one)
     big = [g for g in plan.slots if g.tokens >= 900 and (g.idx >= 50).any()]
-    assert big and all(g.count >= 1 for g in big)
+    assert big and all(g.count + g.extra > 0 for g in big)
     assert (plan.propensities[50:] > 0).all()
     draws = np.mean([policy.draw(plan, rng) for _ in range(6000)], axis=0)
     assert np.abs(draws - plan.propensities).max() < 0.03
@@ -220,8 +220,9 @@ def test_size_classes_try_cheap_arms_more_often_and_never_overrun_the_budget() -
     draws = [policy.draw(plan, rng) for _ in range(6000)]
     assert np.abs(np.mean(draws, axis=0) - p).max() < 0.03
     assert max(int(tokens[d].sum()) for d in draws) <= inp.budget
-    # the budget is used: on average most of it goes to the search
-    assert np.mean([int(tokens[d].sum()) for d in draws]) > 0.7 * inp.budget
+    # the budget is used: on average most of it goes to the search (what may be held back is
+    # room for the slots rounded up, here one 1,000-token slot of a 3,000-token budget)
+    assert np.mean([int(tokens[d].sum()) for d in draws]) > 0.6 * inp.budget
 
 
 @settings(max_examples=60, deadline=None)

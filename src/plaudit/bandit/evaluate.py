@@ -53,7 +53,7 @@ import numpy as np
 
 ESTIMATORS = ("ips", "snips", "dr")
 #: Doubly robust corrects the model only with observations logged at propensity >= SWITCH.
-SWITCH = 0.05
+SWITCH = 0.01
 
 
 @dataclass(frozen=True)
@@ -205,13 +205,15 @@ def estimate(
     n = len(runs)
     if n == 0:
         raise ValueError("no logged runs to evaluate")
-    inv_tokens = float(sum(r.inventory_tokens for r in runs))
-    cand_tokens = float(sum(float(np.dot(pi[r.context], tokens[r.context])) for r in runs))
+    inv_run = np.array([float(r.inventory_tokens) for r in runs])
+    tok_run = np.array([float(np.dot(pi[r.context], tokens[r.context])) for r in runs])
+    inv_tokens, cand_tokens = float(inv_run.sum()), float(tok_run.sum())
     prep = _Prepared(runs, pi, model)
     point = prep.point(np.ones(n))
     rng = np.random.default_rng(seed)
     boots: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     boot_miss: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
+    boot_net: dict[str, list[float]] = {k: [] for k in ESTIMATORS}
     keys = list(dict.fromkeys(r.context for r in runs))
     ab = None
     if model_ab is not None:
@@ -226,11 +228,16 @@ def estimate(
         res = prep.point(w)
         if ab is not None:
             res["dr"] = prep.dr_with(w, rng.beta(ab[0], ab[1]), rng)
+        runs_w, inv_w, tok_w = float(w.sum()), float(w @ inv_run), float(w @ tok_run)
         for k, (hit, need) in res.items():
             if need > 0:
                 boots[k].append(hit / need)
-            boot_miss[k].append((need - hit) / w.sum())
+            boot_miss[k].append((need - hit) / runs_w)
+            if miss_cost and inv_w > 0:
+                missed = max(need - hit, 0.0)
+                boot_net[k].append((1.0 - (tok_w + miss_cost * missed) / inv_w) * 100.0)
     tail = (1.0 - level) / 2.0
+    trust = weight_diagnostics(runs, pi)
     out: dict[str, Any] = {
         "runs": n,
         "level": level,
@@ -265,8 +272,49 @@ def estimate(
             # net of what the misses cost: each one a retry of miss_cost tokens
             net = 1.0 - (cand_tokens / n + miss_cost * max(misses, 0.0)) / (inv_tokens / n)
             entry["net_savings_percent"] = net * 100.0
+            entry["net_savings_ci"] = (
+                [float(np.quantile(boot_net[k], tail)), float(np.quantile(boot_net[k], 1 - tail))]
+                if len(boot_net[k]) >= 20
+                else [None, None]
+            )
+        if k != "dr":
+            entry.update(trust)
         out[k] = entry
     return out
+
+
+#: IPS and SNIPS are flagged untrusted when an observation weighs more than this (one
+#: observation then stands for more than 20 runs), or ...
+MAX_WEIGHT = 20.0
+#: ... when their effective sample size is below this share of the observations.
+MIN_ESS_SHARE = 0.1
+
+
+def weight_diagnostics(runs: Sequence[LoggedRun], pi: Mapping[Any, np.ndarray]) -> dict[str, Any]:
+    """How far IPS and SNIPS can be trusted: each logged observation of an arm counts, for the
+    candidate, with weight pi / p (its inclusion probability under the candidate over the one
+    it was logged with). Their effective sample size (sum w)^2 / sum w^2 and the largest
+    weight say how few observations carry the estimate; `trusted` is False, with the reason,
+    when one observation weighs more than MAX_WEIGHT or the effective sample size is below
+    MIN_ESS_SHARE of the observations."""
+    w = np.concatenate([pi[r.context][r.included] / r.propensity for r in runs] or [np.zeros(0)])
+    w = w[w > 0]
+    if w.size == 0:
+        return {"trusted": False, "why": "no logged observation of an arm the candidate uses"}
+    ess = float(w.sum() ** 2 / (w * w).sum())
+    top = float(w.max())
+    why = []
+    if top > MAX_WEIGHT:
+        why.append(f"an observation weighs {top:,.0f} (more than {MAX_WEIGHT:.0f})")
+    if ess < MIN_ESS_SHARE * w.size:
+        why.append(f"effective sample size {ess:,.0f} of {w.size:,} observations")
+    return {
+        "observations": int(w.size),
+        "effective_sample_size": ess,
+        "weight_range": [float(w.min()), top],
+        "trusted": not why,
+        "why": "; ".join(why) or None,
+    }
 
 
 def from_log(bandit: Any, changes: Mapping[str, Any], *, level: float = 0.95) -> dict[str, Any]:

@@ -65,6 +65,8 @@ class Registry:
     id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     #: each arm's type (`policy.type_codes`)
     types: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: each arm's module (`policy.group_codes`)
+    groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _empty(n: int) -> dict[str, np.ndarray]:
@@ -91,6 +93,8 @@ class PosteriorCache:
         self.a0 = np.zeros(0)
         self.b0 = np.zeros(0)
         self.protected = np.zeros(0, dtype=bool)
+        #: What the settings declare about the registered arms (`policy.declared`).
+        self.declared: policy.Declared | None = None
         #: Per loaded scope: its rows, registry order first, then unregistered arms met in
         #: observations.
         self.tables: dict[str, fold.Table] = {}
@@ -317,11 +321,13 @@ class PosteriorCache:
             kinds=kinds,
             id_array=np.array(ids, dtype=object),
             types=policy.type_codes(ids),
+            groups=policy.group_codes(ids),
         )
         self.a0, self.b0 = self.priors(ids, kinds)
         self.protected = np.fromiter(
             (self.cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
         )
+        self.declared = policy.declared(self.cfg, ids)
 
     def priors(self, ids: Sequence[str], kinds: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.cfg
@@ -430,12 +436,14 @@ class PosteriorCache:
             "pw": c["pw"],
             "drop_at": c["drop_at"],
             "pulls": c["pulls"],
+            "last": c["last_index"],
             "mv_from": g["mv_from"],
             "mv_until": g["mv_until"],
         }
         if arms is None:
             tokens, protected = self.registry.tokens, self.protected
-            types = self.registry.types
+            types, groups = self.registry.types, self.registry.groups
+            decl = self.declared if cfg is self.cfg else policy.declared(cfg, self.registry.ids)
         else:
             types = policy.type_codes(a.id for a in arms)
             cols = _aligned(self, cols, arms, context)
@@ -443,6 +451,10 @@ class PosteriorCache:
             protected = np.fromiter(
                 (cfg.is_protected(a.id) for a in arms), dtype=bool, count=len(arms)
             )
+            # modules matter only to the search under a binding budget
+            binding = int(tokens.sum()) > budget
+            groups = policy.group_codes(a.id for a in arms) if binding else None
+            decl = policy.declared(cfg, (a.id for a in arms))
         return policy.for_scope(
             cfg,
             cols["alpha"],
@@ -453,13 +465,15 @@ class PosteriorCache:
             contextual=context is not None,
             global_pulls=cols["gpulls"],
             global_successes=cols["gs"],
-            scope={k: cols[k] for k in ("s", "f", "pw", "drop_at", "pulls")},
+            scope={k: cols[k] for k in ("s", "f", "pw", "drop_at", "pulls", "last")},
             scope_obs=float(obs),
             restarting=obs < until,
             moved_from=cols["mv_from"],
             moved_until=cols["mv_until"],
             index=float(self.obs_index),
             types=types,
+            groups=groups,
+            decl=decl,
         )
 
 
@@ -486,6 +500,7 @@ def _aligned(
         "mv_from": blank["mv_from"],
         "mv_until": blank["mv_until"],
         **{k: blank[k].copy() for k in ("s", "f", "pw", "drop_at", "pulls")},
+        "last": blank["last_index"].copy(),
     }
     out = {k: np.array(v, dtype=np.float64) for k, v in out.items()}
     at = idx[known]
