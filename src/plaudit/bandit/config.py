@@ -55,7 +55,7 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: `explore_half_life` of the scope's runs without observing the arm (0: never fades), so
     #: an arm left out long ago is looked at again: rediscovery never stalls.
     explore_evidence: float = 0.05
-    explore_half_life: float = 80.0
+    explore_half_life: float = 160.0
     #: Under a binding budget, whether the search for needed arms shares what it found between
     #: arms of one module (a tool's or memory's category, a file's directory): siblings of a
     #: needed arm are tried sooner, once the modules have predicted what was found better

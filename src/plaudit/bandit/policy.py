@@ -38,6 +38,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from plaudit.bandit.search import discovery
+from plaudit.bandit.search import group_codes as group_codes  # the learner's and the cache's
+from plaudit.bandit.search import type_codes as type_codes
+from plaudit.bandit.search import type_weight as type_weight
 from plaudit.bandit.stats import beta_sf_array, tail_at_least
 
 if TYPE_CHECKING:
