@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import statistics
 import sys
@@ -83,10 +84,24 @@ def fit_methods(sc: Scenario) -> list[str]:
 
 
 # -- jobs (module level, so that worker processes can run them) ------------------------------
+#: Settings changed from the defaults for this run (`--set`), in every worker.
+CHANGES: dict[str, Any] = {}
+
+
+def _use(changes: dict[str, Any]) -> None:
+    CHANGES.update(changes)
+
+
+def _config(sc: Scenario) -> Any:
+    """The configuration plaudit (and the stationary optimum) run with: the defaults, what
+    the workload's user declares, and `--set`."""
+    return merged(default_config(sc), CHANGES)
+
+
 def job_fit(wname: str, method: str, seed: int) -> dict[str, Any]:
     build, runs = workloads.FITTING[wname]
     sc = build()
-    m = simulate(sc, _strategy(method), runs, seed=seed, timed=True)
+    m = simulate(sc, _strategy(method), runs, seed=seed, timed=True, config=_config(sc))
     return m.summary(runs // 4)
 
 
@@ -103,20 +118,20 @@ def _first(m: Metrics, arm: str, tasks: set[int] | None, start: int, up: bool) -
 def job_drift(wname: str, method: str, seed: int) -> dict[str, Any]:
     build, runs = workloads.DRIFT[wname]
     sc = build()
-    m = simulate(sc, _strategy(method), runs, seed=seed)
+    m = simulate(sc, _strategy(method), runs, seed=seed, config=_config(sc))
     d = sc.drift_at
     out: dict[str, Any] = {"savings_before": m.summary(window=(d - 500, d))["savings_percent"]}
     if NEW in m.tracked:
         out["new"] = _first(m, NEW, {0}, d, True)
         out["retired"] = _first(m, RETIRED, None, d, False) if "alone" not in sc.name else None
-    if method == "plaudit" and wname == "drift":
+    if wname == "drift":
         out["series"] = (m.tokens, m.full_tokens, m.hit, m.needed)
     return out
 
 
 def job_large(wname: str, seed: int, share: bool, runs: int) -> dict[str, Any]:
     sc = workloads.LARGE[wname][0]()
-    cfg = merged(default_config(sc), {"share_by_prefix": share})
+    cfg = merged(_config(sc), {"share_by_prefix": share})
     m = simulate(sc, "plaudit", runs, seed=seed, config=cfg)
     marks = sorted({3000, runs} | ({6000} if runs > 6000 else set()))
     out: dict[str, Any] = {f"recall@{r}": m.summary(window=(r - 750, r))["recall"] for r in marks}
@@ -157,7 +172,7 @@ def job_alarms(wname: str, seed: int, runs: int) -> tuple[int, int]:
     fold.evidence.update = counting  # type: ignore[assignment]
     world, agent = np.random.default_rng(seed), np.random.default_rng(seed + 1_000_003)
     fetch = np.random.default_rng(seed + 2_000_003)
-    learner = PlauditPolicy(sc, default_config(sc), agent)
+    learner = PlauditPolicy(sc, _config(sc), agent)
     for run in range(runs):
         task = int(world.integers(len(sc.task_types)))
         needed = world.random(sc.n) < sc.need_at(run)[task]
@@ -174,9 +189,10 @@ def job_ope(workload: str, seed: int) -> dict[tuple[str, str], bool]:
     from plaudit.bandit.evalcheck import evaluation_check
 
     sc = getattr(workloads, workload)()
-    cand = merged(default_config(sc), json.loads(CANDIDATE))
+    cand = merged(_config(sc), json.loads(CANDIDATE))
     out = {}
-    for name, (est, truth) in evaluation_check(sc, cand, 1500, seed=seed).items():
+    checked = evaluation_check(sc, cand, 1500, seed=seed, config=_config(sc))
+    for name, (est, truth) in checked.items():
         lo, hi = est["dr"]["recall_ci"]
         out[(name, "recall")] = lo <= truth.recall <= hi
         nlo, nhi = est["dr"]["net_savings_ci"]
@@ -349,7 +365,10 @@ RECALL, CRITICAL = 0.98, 0.99
 
 def fit_targets(res: dict[str, dict[str, dict]]) -> list[tuple[str, str, bool, str]]:
     misses, crit = [], []
-    for w, r in res.items():
+    # the undeclared critical workload shows expected cost at work: its rare arms are not
+    # declared, and their recall is not a target
+    judged = {w: r for w, r in res.items() if w != "critical, undeclared"}
+    for w, r in judged.items():
         p, ts = r["plaudit"], r["per-task TS"]
         if (p["savings_percent"] or 0) < (ts["savings_percent"] or 0) or (
             p["recall"] or 0
@@ -358,9 +377,9 @@ def fit_targets(res: dict[str, dict[str, dict]]) -> list[tuple[str, str, bool, s
                 f"{w}: {p['savings_percent']:.1f}% at {p['recall']:.3f} against "
                 f"{ts['savings_percent']:.1f}% at {ts['recall']:.3f}"
             )
-        if w != "critical, undeclared" and p["critical_cheap_recall"] is not None:
+        if p["critical_cheap_recall"] is not None:
             crit.append((w, p["critical_cheap_recall"], p["critical_expensive_recall"]))
-    n = len(res)
+    n = len(judged)
     figure = f"{n - len(misses)} of {n} workloads" + (
         ": not " + "; ".join(misses) if misses else ""
     )
@@ -501,7 +520,7 @@ def other_targets(alarms: tuple[int, int] | None, ope: dict | None, ope_seeds: i
                 f"{ope_seeds} seeds",
                 fig,
                 worst[0] >= 0.9 * ope_seeds,
-                "bench/bandit_suite.py --only ope (details: bench/bandit_ope.py)",
+                "bench/bandit_suite.py --only ope",
             )
         )
     return out
@@ -526,12 +545,14 @@ def convergence_plot(drift: dict | None, large: dict | None, seeds: int) -> None
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     if drift is not None:
-        rows = [r["series"] for r in drift["drift"]["plaudit"]]
-        sav = np.median([100 * (1 - _windowed(t, f)) for t, f, _, _ in rows], axis=0)
-        rec = np.median([_windowed(h, n) for _, _, h, n in rows], axis=0)
-        x = np.arange(100, 100 + sav.size)
-        axes[0].plot(x, sav, label="plaudit")
-        axes[1].plot(x, rec, label="plaudit")
+        for method in ("plaudit", "per-task TS"):
+            rows = [r["series"] for r in drift["drift"][method]]
+            sav = np.median([100 * (1 - _windowed(t, f)) for t, f, _, _ in rows], axis=0)
+            rec = np.median([_windowed(h, n) for _, _, h, n in rows], axis=0)
+            x = np.arange(100, 100 + sav.size)
+            axes[0].plot(x, sav, label=method)
+            axes[1].plot(x, rec, label=method)
+        axes[0].legend(fontsize=8)
         for ax, title in zip(
             axes[:2], ("drift: token savings %", "drift: needed-arm recall"), strict=True
         ):
@@ -579,14 +600,16 @@ def report(
         "# Context bandit: learning targets",
         "",
         "Written by `bench/bandit_suite.py --write`; every figure comes from one run of the",
-        f"suite ({meta['seeds']} seeds; medians over them unless a row says otherwise).",
+        f"suite ({meta['seeds']} seeds; medians over them unless a row says otherwise)"
+        + (f", with {meta['changes']}." if meta["changes"] else "."),
         "",
         "| target | figure | met | command | date | machine (`sum(range(100,000))`, CPU-ms) "
         "| load |",
         "|---|---|---|---|---|---:|---|",
     ]
+    extra = "".join(f" --set {c}" for c in meta["changes"].split(", ") if c)
     rows = [
-        f"| {t} | {fig} | {'yes' if ok else '**no**'} | `.venv/bin/python {cmd}` | "
+        f"| {t} | {fig} | {'yes' if ok else '**no**'} | `.venv/bin/python {cmd}{extra}` | "
         f"{meta['date']} | {meta['machine']} | {meta['load']} |"
         for t, fig, ok, cmd in targets
     ]
@@ -602,7 +625,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--write", action="store_true", help=f"write {DOC.relative_to(ROOT)}")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="run plaudit with a setting changed (e.g. --set explore_half_life=0)",
+    )
     args = ap.parse_args(argv)
+    changes = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    merged(default_config(None), changes)  # a bad setting fails here, with its name
     only = set(args.only.split(","))
     seeds = range(args.seeds)
     load0, t0, c0 = os.getloadavg()[0], time.perf_counter(), time.process_time()
@@ -610,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     targets: list[tuple[str, str, bool, str]] = []
     details: list[str] = []
     fit = drift = large = None
-    with ProcessPoolExecutor(args.workers) as pool:
+    with ProcessPoolExecutor(args.workers, initializer=_use, initargs=(changes,)) as pool:
         if "fit" in only:
             fit = section_fit(pool, seeds)
             targets += fit_targets(fit)
@@ -632,6 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         convergence_plot(drift, large, args.seeds)
     load1 = os.getloadavg()[0]
     meta = {
+        "changes": ", ".join(args.set),
         "seeds": str(args.seeds),
         "date": datetime.date.today().isoformat(),
         "machine": f"{machine:.2f}",

@@ -76,13 +76,15 @@ def evaluation_check(
     seed: int = 0,
     resamples: int = 300,
     all_runs: bool = False,
+    config: BanditConfig | None = None,
 ) -> dict[str, tuple[dict[str, Any], Truth]]:
     """Off-policy evaluation against the hidden truth, as `plaudit bandit evaluate` does it,
-    for the current configuration ("current") and `candidate` ("candidate"): each one's
+    for the current configuration ("current": `config`, default the workload's) and
+    `candidate` ("candidate"): each one's
     estimates (`evaluate.estimate`) and its on-policy truth on the evaluated runs (from each
     context's latest detected change on, unless `all_runs`)."""
     split = runs // 2
-    learner, logged, needs, final = logged_runs(sc, runs, seed=seed, split=split)
+    learner, logged, needs, final = logged_runs(sc, runs, seed=seed, split=split, config=config)
     tasks = range(len(sc.task_types))
     model, model_ab = {}, {}
     for t in tasks:

@@ -3,26 +3,29 @@ the library, the simulator and the benchmarks.
 
 It thinks in expected cost. Leaving out an arm that the run needs costs `miss_cost` tokens (a
 retry, a worse answer); including it costs its own tokens. So an arm earns its place when its
-usefulness theta reaches its bar, `tokens / miss_cost` (capped by `threshold`).
+usefulness theta reaches its bar, `tokens / miss_cost` (capped by `threshold`). Arms the user
+declared critical (`Declared`) have bars of their own and are held until their own evidence
+rules them out; every other arm is judged by expected cost alone.
 
 A run is drawn in two parts, which keeps every inclusion probability exact and cheap:
 
 * the **core**, a deterministic function of the posteriors, in this order of priority:
-  protected arms; underexplored arms (when the inventory fits the budget); arms whose posterior
-  probability of clearing their bar, P(theta >= bar), is at least `core_level`; and arms whose
-  *own* evidence in this scope cannot yet rule them out (`proof`): P(theta >= max(bar,
-  proof_bar)) >= proof_level under a Jeffreys prior on this scope's runs alone. The last rule
-  is what holds a rarely needed but critical arm through an early run of bad luck that the
-  shared prior would believe; it applies only to scopes with enough runs to afford it (see
-  `BanditConfig.proof_after`). When the budget binds, the core is filled in that order and then
-  by mean / bar (expected saving per token), leaving `explore_share` of the budget free;
+  protected arms; underexplored arms (when the inventory fits the budget); arms that clear
+  their bar (`kept`: by posterior mean in a scope with runs enough of its own, by
+  P(theta >= bar) >= `core_level` in a younger one); critical arms whose *own* evidence in
+  this scope cannot yet rule them out (`proof`); and, under a binding budget, arms this scope
+  has seen needed while its own evidence keeps P(theta >= bar) >= `core_level`. When the
+  budget binds, the core is filled in that order and then by what an arm surely saves per
+  token, leaving `explore_share` of the budget free;
 * **exploration**: every other arm is drawn with probability e = max(explore_floor,
   explore_min), at most explore_max. `explore_min` carries the re-exploration that follows a
   detected change (`exploration_minimum`). When everything fits the budget the draws are
-  independent coins, so P(in) = e exactly. When the budget binds, e also carries the search
-  (`discovery`), and the budget the core left is shared by slots, grouped by size class
-  (`_slots`); each slot of a group picks one of the group's arms with a fixed probability q,
-  so P(in) = 1 - prod over groups (1 - q)^slots exactly.
+  independent coins, so P(in) = e exactly, and a settled scope retries an arm by its own
+  evidence (`explore_evidence`). When the budget binds, e also carries the search
+  (`search.discovery`), and the budget the core left is shared by slots, grouped by size
+  class (`_slots`); each slot of a group picks one of the group's arms with a fixed
+  probability q, and each group has one more slot with a known probability, so P(in) is
+  exact.
 
 Every arm that can be included therefore has a logged propensity above zero, which is what
 inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
@@ -35,9 +38,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
-from plaudit.bandit.search import discovery
+from plaudit.bandit.search import BoolArr, FloatArr, IntArr, discovery
 from plaudit.bandit.search import group_codes as group_codes  # the learner's and the cache's
 from plaudit.bandit.search import type_codes as type_codes
 from plaudit.bandit.search import type_weight as type_weight
@@ -45,10 +47,6 @@ from plaudit.bandit.stats import beta_sf_array, tail_at_least
 
 if TYPE_CHECKING:
     from plaudit.bandit.config import BanditConfig
-
-FloatArr = NDArray[np.float64]
-BoolArr = NDArray[np.bool_]
-IntArr = NDArray[np.int64]
 
 #: Sort-key offsets: protected before underexplored before the rest (whose key is mu / bar).
 _PROTECTED = 1e12
