@@ -32,6 +32,7 @@ from plaudit.bandit import projection as proj
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
+from plaudit.bandit.search import module_of
 from plaudit.store.backend import Tx
 
 #: Traced folds (one per observation and scope) a cache keeps at most: a checkpoint comes
@@ -453,7 +454,7 @@ class PosteriorCache:
             )
             # modules matter only to the search under a binding budget
             binding = int(tokens.sum()) > budget
-            groups = policy.group_codes(a.id for a in arms) if binding else None
+            groups = _modules(self.registry, arms) if binding else None
             decl = policy.declared(cfg, (a.id for a in arms))
         return policy.for_scope(
             cfg,
@@ -475,6 +476,22 @@ class PosteriorCache:
             groups=groups,
             decl=decl,
         )
+
+
+def _modules(registry: Registry, arms: Sequence[Arm]) -> np.ndarray:
+    """Each arm's module code: the registry's for registered arms (computed once per
+    registry), numbered on from there for the others."""
+    pos = registry.index
+    idx = np.fromiter((pos.get(a.id, -1) for a in arms), dtype=np.int64, count=len(arms))
+    known = idx >= 0
+    if known.all():
+        return registry.groups[idx]
+    out = np.zeros(len(arms), dtype=np.int64)
+    out[known] = registry.groups[idx[known]]
+    codes = {module_of(a): int(c) for a, c in zip(registry.ids, registry.groups, strict=True)}
+    for i in np.flatnonzero(~known).tolist():
+        out[i] = codes.setdefault(module_of(arms[i].id), len(codes))
+    return out
 
 
 def _aligned(
