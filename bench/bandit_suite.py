@@ -361,6 +361,11 @@ def section_ope(pool: ProcessPoolExecutor, seeds: range) -> dict[str, dict[tuple
 
 # -- targets -----------------------------------------------------------------------------------
 RECALL, CRITICAL = 0.98, 0.99
+UNDECLARED = (
+    "The *critical, undeclared* workload is left out of the first target: its rare arms are"
+    " not declared critical, so they are judged by expected cost, and its recall shows what"
+    " that costs."
+)
 
 
 def fit_targets(res: dict[str, dict[str, dict]]) -> list[tuple[str, str, bool, str]]:
@@ -646,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         if "fit" in only:
             fit = section_fit(pool, seeds)
             targets += fit_targets(fit)
-            details += ["## Fitting workloads", "", *fit_table(fit), ""]
+            details += ["## Fitting workloads", "", *fit_table(fit), "", UNDECLARED, ""]
         if "drift" in only:
             drift = section_drift(pool, seeds)
             details += ["## Drift", "", *drift_table(drift), ""]
