@@ -145,3 +145,45 @@ class MabwiserLinTS(_Mabwiser):
                 referenced[idx].astype(int).tolist(),
                 np.repeat(self._ctx(task), idx.size, axis=0),
             )
+
+
+class UniformSearch:
+    """Uniform exploration at a given token spend: the peer the large worlds' recall is
+    measured against. Per task type, the arms its own runs found needed at least `bar` of the
+    times they were tried (the same expected-cost bar plaudit uses: tokens over the
+    inventory's tokens, at most the budget) are included; the rest of the run's spend, run by
+    run what plaudit spent (`spend`), is filled with arms drawn uniformly at random from the
+    others. A revealed miss counts as a success, as for every peer."""
+
+    def __init__(self, sc: Scenario, rng: np.random.Generator, spend: list[int]) -> None:
+        self.sc, self.rng, self.spend = sc, rng, spend
+        t = len(sc.task_types)
+        self.s = np.zeros((t, sc.n))
+        self.f = np.zeros((t, sc.n))
+        self.bar = sc.tokens / float(min(int(sc.tokens.sum()), sc.budget))
+
+    def choose(self, run: int, task: int) -> np.ndarray:
+        budget = min(self.spend[run], self.sc.budget)
+        n = self.s[task] + self.f[task]
+        known = (self.s[task] > 0) & (self.s[task] >= self.bar * n)
+        order = np.flatnonzero(known)
+        order = order[np.argsort(-(self.s[task][order] / n[order]))]
+        chosen = _fill(order, self.sc.tokens, budget)
+        left = budget - int(self.sc.tokens[chosen].sum())
+        rest = self.rng.permutation(np.flatnonzero(~known))
+        chosen |= _fill(rest, self.sc.tokens, left)
+        return chosen
+
+    def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
+        self.s[task, included] += referenced[included]
+        self.f[task, included] += 1 - referenced[included]
+        self.s[task, referenced & ~included] += 1  # revealed misses
+
+
+def uniform_at(spend: list[int]) -> Any:
+    """A `UniformSearch` factory spending, run by run, `spend` tokens."""
+
+    def make(sc: Scenario, rng: np.random.Generator) -> UniformSearch:
+        return UniformSearch(sc, rng, spend)
+
+    return make

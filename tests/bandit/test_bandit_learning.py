@@ -71,7 +71,7 @@ def _observe(st_: dict, outcomes: list[int], detect: bool = True) -> tuple[dict,
 def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
     rng = np.random.default_rng(3)
     before = [int(x) for x in rng.random(120) < 0.6]
-    state, alarms = _observe(evidence.fresh(), [*before, 1, *([0] * 25)])
+    state, alarms = _observe(evidence.fresh(), [*before, 1, *([0] * 35)])
     assert any(alarms[120:]) and not any(alarms[:120])
     assert float(state["s"]) == 0.0 and float(state["pw"]) == DS.reset_prior_weight
     assert float(state["drop_at"]) > 120  # a central drop: the arm was needed 60% of the time
@@ -79,10 +79,10 @@ def test_a_retired_arm_keeps_only_its_failures_after_the_change() -> None:
 
 def test_a_useful_arm_survives_a_short_run_of_misses_but_a_rise_is_quick() -> None:
     _, alarms = _observe(evidence.fresh(), [1] * 60 + [1, 1, 1, 0, 1, 1] * 5 + [0] * 4)
-    assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 12)
+    assert not any(alarms)  # four misses of a 90% arm are luck, not a change (drop needs 18)
     dead, _ = _observe(evidence.fresh(), [0] * 80)
-    woke, alarms = _observe(dead, [1, 1, 1])
-    # the new segment: the last 8 outcomes (the shortest it may be), 3 of them hits
+    woke, alarms = _observe(dead, [1] * 6)
+    # the new segment: the last 8 outcomes (the shortest it may be), 6 of them hits
     assert any(alarms) and float(woke["s"]) / (float(woke["s"]) + float(woke["f"])) > 0.3
 
 
@@ -150,9 +150,9 @@ def test_propensities_are_exact_with_a_slot_for_large_arms() -> None:
         proof_f=rng.integers(0, 4, n).astype(float),
     )
     plan = policy.plan(inp)
-    # the 900-token arms have slots of their own size class
+    # the 900-token arms have slots of their own size class (a whole slot, or a share of one)
     big = [g for g in plan.slots if g.tokens >= 900 and (g.idx >= 50).any()]
-    assert big and all(g.count >= 1 for g in big)
+    assert big and all(g.count + g.extra > 0 for g in big)
     assert (plan.propensities[50:] > 0).all()
     draws = np.mean([policy.draw(plan, rng) for _ in range(6000)], axis=0)
     assert np.abs(draws - plan.propensities).max() < 0.03
@@ -220,8 +220,9 @@ def test_size_classes_try_cheap_arms_more_often_and_never_overrun_the_budget() -
     draws = [policy.draw(plan, rng) for _ in range(6000)]
     assert np.abs(np.mean(draws, axis=0) - p).max() < 0.03
     assert max(int(tokens[d].sum()) for d in draws) <= inp.budget
-    # the budget is used: on average most of it goes to the search
-    assert np.mean([int(tokens[d].sum()) for d in draws]) > 0.7 * inp.budget
+    # the budget is used: on average most of it goes to the search (what may be held back is
+    # room for the slots rounded up, here one 1,000-token slot of a 3,000-token budget)
+    assert np.mean([int(tokens[d].sum()) for d in draws]) > 0.6 * inp.budget
 
 
 @settings(max_examples=60, deadline=None)
@@ -317,3 +318,151 @@ def test_sections_needed_in_every_run_are_found_within_300_runs_at_2000_arms() -
         simulate(sc, make, 400, seed=seed)
         late = watch[0].late
         assert len(late) == 100 and all(late), (seed, sum(late))
+
+
+def _settled(n: int, **kw) -> policy.PolicyInput:
+    """A context with enough runs of its own that its evidence decides (`proof` is set)."""
+    base = {"proof": np.zeros(n, dtype=bool), "proof_s": np.zeros(n), "proof_f": np.zeros(n)}
+    return _input(n, **{**base, **kw})
+
+
+def test_an_undeclared_rare_arm_is_judged_by_expected_cost_and_a_declared_one_is_kept() -> None:
+    """The issue: an arm needed in 2.5% of a type's runs, at a bar of 4.6%, stayed in that
+    type's core for hundreds of runs (the proof rule held every arm). Now only a critical
+    arm is held until its own runs rule it out; the others go when their mean is below
+    their bar."""
+    from plaudit.bandit.config import merged
+
+    # 6 needs in 250 runs: a mean near 2.5%, below the bar, but not ruled out at 2%
+    kw = {
+        "alpha": np.array([6.5]),
+        "beta": np.array([244.5]),
+        "bar": np.array([0.046]),
+        "proof_s": np.array([6.0]),
+        "proof_f": np.array([244.0]),
+        "tokens": np.array([1460], dtype=np.int64),
+    }
+    assert not policy.plan(_settled(1, **kw)).core[0]
+    held = _settled(1, **kw, proof=np.array([True]), critical=np.array([True]))
+    assert policy.plan(held).core[0]
+    # declaring a miss cost or a prior makes an arm critical; a critical arm with no miss
+    # cost of its own has a bar of at most proof_bar, whatever its size
+    cfg = merged(
+        BanditConfig(), {"miss_costs": {"file": 90000}, "arm_priors": {"tool:web:*": [1, 1]}}
+    )
+    decl = policy.declared(cfg, ["file:ws:big.md", "tool:web:Search", "tool:fs:Read"])
+    assert decl is not None and decl.critical.tolist() == [True, True, False]
+    tokens = np.array([3000, 3000, 3000], dtype=np.int64)
+    one = np.ones(3)
+    inp = policy.from_config(
+        cfg, one, one, tokens, np.zeros(3, bool), np.zeros(3, bool), 20000, decl=decl
+    )
+    assert inp.bar[0] == pytest.approx(3000 / 90000) and inp.bar[1] == cfg.proof_bar
+    assert inp.bar[2] == pytest.approx(min(cfg.threshold, 3000 / 9000))
+
+
+def test_a_left_out_arm_is_retried_by_its_evidence_and_again_as_it_ages() -> None:
+    """The issue's stall: a file that became central was tried twice after the change, in
+    runs that did not need it, and then only at the 0.005 floor. An arm a settled context
+    left out is retried with probability explore_evidence x P(theta >= bar) under its own
+    evidence: often while that evidence is thin, seldom once it rules the arm out, and more
+    often again as it ages."""
+    kw = {"alpha": np.full(3, 0.01), "beta": np.full(3, 80.0), "bar": np.full(3, 0.04)}
+    fresh = _settled(3, **kw, proof_f=np.array([2.0, 20.0, 200.0]), explore_evidence=0.05)
+    e = policy.plan(fresh).explore
+    assert e[0] > e[1] > e[2] == 0.005  # thin evidence, some, ruled out: the floor
+    assert e[0] > 0.02
+    aged = _replace(fresh, stale=np.full(3, 1 / 16))  # four half-lives without a look
+    assert (policy.plan(aged).explore > e).all()
+
+
+def test_a_new_arm_nothing_announces_is_adopted_within_600_runs() -> None:
+    """A dead file becomes needed in 80% of code tasks at run 1,000, and nothing else in that
+    task type changes: no fetched misses, no other arm dropping. In this seed the floor alone
+    first included it 860 runs later."""
+    from plaudit.bandit import workloads
+
+    sc = workloads.drift(retire=False)
+    m = simulate(sc, "plaudit", 1800, seed=3)
+    d = sc.drift_at
+    assert m.inclusion("file:workspace:src/new_core.py", (d + 600, d + 700), {0}) >= 0.9
+
+
+def test_few_false_alarms_in_a_stationary_stream() -> None:
+    """The detectors watch every arm of a context, so each must alarm rarely: 30 arms at
+    stationary rates from 1% to 90%, 10,000 observations each, raise at most one alarm (at
+    the previous thresholds, 6 and 12, such streams raised about 25)."""
+    rng = np.random.default_rng(11)
+    rates = np.linspace(0.01, 0.9, 30)
+    st_ = evidence.fresh(30)
+    alarms = 0
+    for i in range(10_000):
+        step = evidence.update(st_, (rng.random(30) < rates).astype(float), DS, index=i + 1.0)
+        alarms += int(step.changed.sum())
+        st_ = step.state
+    assert alarms <= 1
+
+
+def test_an_arm_a_type_has_seen_needed_stays_and_is_searched_under_a_binding_budget() -> None:
+    """At 2,000 arms a file needed in 84% of one type's runs, seen needed once and missed
+    twice, was left out of 116 of the last 1,000 runs that needed it: the other types'
+    evidence ("never") kept it out of the core, and the search gave it no weight once it had
+    been referenced. Its own runs decide now."""
+    n = 40
+    own_s, own_f = np.zeros(n), np.zeros(n)
+    own_s[0], own_f[0] = 1.0, 2.0
+    inp = _input(
+        n,
+        alpha=np.full(n, 0.05),
+        beta=np.full(n, 30.0),  # the shared posterior: hopeless
+        tokens=np.full(n, 500, dtype=np.int64),
+        bar=np.full(n, 0.12),
+        budget=4000,
+        proof_s=own_s,
+        proof_f=own_f,
+    )
+    assert policy.plan(inp).core[0]
+    from plaudit.bandit.search import discovery
+
+    assert discovery(inp)[0] > 0.5
+
+
+def test_modules_share_what_was_found_only_where_ids_predict_it() -> None:
+    """One module whose tried arms were mostly needed: its untried siblings weigh more, and
+    modules with nothing found less (within 1/4 and 4). Needs spread over modules at random:
+    every weight is 1."""
+    from plaudit.bandit.search import group_codes, module_of, module_weights
+
+    assert module_of("file:workspace:src/auth/login.py") == "auth"
+    assert module_of("tool:auth:Login") == "auth" and module_of("memory:project:x") == "project"
+    ids = [f"file:workspace:src/m{k}/f{j}.py" for k in range(20) for j in range(20)]
+    groups = group_codes(ids)
+    s, f = np.zeros(400), np.zeros(400)
+    tried = np.arange(400) % 20 < 10  # half of every module tried
+    f[tried] = 1.0
+    hit = tried & (groups == 3)
+    s[hit], f[hit] = 1.0, 0.0  # module m3: every tried arm needed
+    w = module_weights(groups, s, f)
+    assert w[groups == 3].min() == 4.0 and w[groups != 3].max() < 1.0 and w.min() >= 0.25
+    rng = np.random.default_rng(0)
+    s, f = np.zeros(400), np.zeros(400)
+    f[tried] = 1.0
+    spread = tried & (rng.random(400) < 0.05)
+    s[spread], f[spread] = 1.0, 0.0
+    assert (module_weights(groups, s, f) == 1.0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    modules=st.lists(st.integers(0, 6), min_size=2, max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_module_weights_stay_within_their_bounds(modules: list[int], seed: int) -> None:
+    from plaudit.bandit.search import CLIP, module_weights
+
+    rng = np.random.default_rng(seed)
+    n = len(modules)
+    f = rng.integers(0, 3, n).astype(float)
+    s = (rng.random(n) < 0.3).astype(float)
+    w = module_weights(np.array(modules, dtype=np.int64), s, f)
+    assert w.shape == (n,) and (w >= 1 / CLIP - 1e-12).all() and (w <= CLIP + 1e-12).all()

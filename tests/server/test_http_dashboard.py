@@ -85,7 +85,7 @@ def test_live_widget_updates_in_a_real_browser(serve_factory, tmp_path: Path) ->
             before = total.inner_text()
             # depends on how many arms the seeded bandit runs include (their budget binds: an arm
             # no run has referenced yet is searched for, not put in the core by its prior)
-            assert before == "+465"
+            assert before == "+350"
             # Every card has drawn its data (no "no data yet" left on a seeded store).
             page.wait_for_selector("#arms-chart svg circle", state="attached", timeout=10_000)
             page.wait_for_selector("#savings-chart svg path", state="attached", timeout=10_000)
@@ -180,6 +180,7 @@ def test_no_clipped_labels_and_round_ticks(serve_factory, tmp_path: Path, width:
     seed(db)
     srv = serve_factory(db)
     history = httpx2.get(f"{srv.url}/v1/bandit/history?points=60").json()["arms"]
+    arms = [a["id"] for a in httpx2.get(f"{srv.url}/v1/bandit/arms").json()["arms"]]
     shot = tmp_path / f"dashboard-{width}.png"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -197,10 +198,10 @@ def test_no_clipped_labels_and_round_ticks(serve_factory, tmp_path: Path, width:
             assert page.evaluate("document.documentElement.scrollWidth") <= width
             # Arm names that had to be shortened say so and keep the full name in the tooltip.
             labels = page.locator("#arms-chart text.bar-label").all_text_contents()
-            assert len(labels) == len(history) == 9
+            assert len(labels) == len(arms) == 9
             for label in labels:
-                assert label in history or (
-                    label.endswith("…") and any(a.startswith(label[:-1]) for a in history)
+                assert label in arms or (
+                    label.endswith("…") and any(a.startswith(label[:-1]) for a in arms)
                 ), label
 
             ticks = page.locator("#savings-chart text.axis-label").all_text_contents()
@@ -208,7 +209,9 @@ def test_no_clipped_labels_and_round_ticks(serve_factory, tmp_path: Path, width:
             assert _is_round_sequence(values), ticks
 
             tiles = page.locator("#conv-chart figure")
-            assert tiles.count() == len(history) == 9
+            # one skill never fitted the room the found tools left in the budget: no
+            # observation, no convergence curve
+            assert tiles.count() == len(history) == 8
             for i in range(tiles.count()):
                 name = tiles.nth(i).get_attribute("data-arm")
                 assert tiles.nth(i).locator(".conv-name").get_attribute("title") == name

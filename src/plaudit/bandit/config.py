@@ -27,22 +27,40 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: usefulness x miss_cost >= its own tokens. "auto": a retry with the full prompt, i.e. the
     #: considered inventory's tokens (at most the budget). None: the flat `threshold` for all.
     miss_cost_tokens: float | str | None = "auto"
+    #: Miss costs of their own, by arm id, glob or arm type ({"tool:web:*": 50000}): what
+    #: leaving out such an arm costs. Declaring one makes the arm *critical* (see `proof_*`).
+    miss_costs: dict[str, float] = msgspec.field(default_factory=dict)
     #: The core takes an arm when the posterior probability that it clears its bar is at least
     #: this: arms near their bar stay in (and keep being observed) until the evidence clears
     #: them.
     core_level: float = 0.3
-    #: Where a scope has had `proof_after` runs, an arm stays in the core until its own runs
-    #: there show, at level `proof_level`, that it is needed less often than max(its bar,
-    #: `proof_bar`) (Jeffreys prior on that scope's evidence alone): the shared prior may not
-    #: shut out an arm that this task type has not itself ruled out.
+    #: Critical arms (protected, or with a prior or a miss cost of their own in `arm_priors`,
+    #: `type_priors` or `miss_costs`): where a scope has had `proof_after` runs, such an arm
+    #: stays in the core until its own runs there show, at level `proof_level`, that it is
+    #: needed less often than max(its bar, `proof_bar`) (Jeffreys prior on that scope's
+    #: evidence alone). A critical arm without a miss cost of its own has a bar of at most
+    #: `proof_bar`, whatever its size. Every other arm is judged by expected cost alone.
     proof_level: float = 0.02
-    proof_bar: float = 0.05
+    proof_bar: float = 0.02
     proof_after: int = 40
     #: Every arm outside the core is explored with at least this probability (so every
     #: propensity is above 0, and a dead arm that comes alive is found again), at most
     #: explore_max.
     explore_floor: float = 0.005
     explore_max: float = 0.5
+    #: Once a scope has had `proof_after` runs, an arm outside its core (the inventory fitting
+    #: the budget) is retried with probability at least `explore_evidence` x P(theta >= bar)
+    #: under that scope's own evidence for it (Jeffreys prior): a rate that falls with the
+    #: evidence against the arm, not with time. The evidence counts half after
+    #: `explore_half_life` of the scope's runs without observing the arm (0: never fades), so
+    #: an arm left out long ago is looked at again: rediscovery never stalls.
+    explore_evidence: float = 0.05
+    explore_half_life: float = 160.0
+    #: Under a binding budget, whether the search for needed arms shares what it found between
+    #: arms of one module (a tool's or memory's category, a file's directory): siblings of a
+    #: needed arm are tried sooner, once the modules have predicted what was found better
+    #: than the inventory's average (so ids that say nothing change nothing).
+    share_by_prefix: bool = True
     #: When the budget binds, this share of it is kept for `explore_slots` exploration slots.
     explore_share: float = 0.1
     explore_slots: int = 16
@@ -55,8 +73,8 @@ class BanditConfig(msgspec.Struct, kw_only=True):
     #: CUSUM alarm levels (log-likelihood ratios) for a rise and for a drop of an arm's
     #: usefulness; a false drop costs more (nothing corrects an arm that is left out), so it
     #: needs more evidence.
-    drift_threshold: float = 6.0
-    drift_drop_threshold: float = 12.0
+    drift_threshold: float = 12.0
+    drift_drop_threshold: float = 18.0
     #: After a detected change, the prior counts are scaled by this, so new data leads.
     drift_reset_prior_weight: float = 0.2
     #: A drop of an arm needed at least this often is a *central* drop: the task type's
@@ -101,6 +119,28 @@ class BanditConfig(msgspec.Struct, kw_only=True):
 
     def is_protected(self, arm_id: str) -> bool:
         return any(arm_id == p or fnmatch.fnmatchcase(arm_id, p) for p in self.protected)
+
+    def declared_miss_cost(self, arm_id: str) -> float | None:
+        """The arm's own miss cost (`miss_costs` by id, then glob, then arm type), if any."""
+        costs = self.miss_costs
+        if not costs:
+            return None
+        if arm_id in costs:
+            return float(costs[arm_id])
+        for pattern, cost in costs.items():
+            if any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(arm_id, pattern):
+                return float(cost)
+        type_ = arm_id.split(":", 1)[0]
+        return float(costs[type_]) if type_ in costs else None
+
+    def is_critical(self, arm_id: str) -> bool:
+        """Whether the user declared the arm critical: protected, or with a prior or a miss
+        cost of its own."""
+        if self.is_protected(arm_id) or self.declared_miss_cost(arm_id) is not None:
+            return True
+        if arm_id in self.arm_priors or arm_id.split(":", 1)[0] in self.type_priors:
+            return True
+        return any(fnmatch.fnmatchcase(arm_id, p) for p in self.arm_priors)
 
     def prior(self, arm_id: str, kind: str) -> tuple[float, float]:
         if arm_id in self.arm_priors:
@@ -181,6 +221,19 @@ def _prior_map(name: str, value: Any, *, keys_are_types: bool) -> dict[str, list
     return out
 
 
+def _miss_cost_map(name: str, value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise ValidationError(name, f"must be an object, got {type(value).__name__}")
+    out: dict[str, float] = {}
+    for key, cost in value.items():
+        if not isinstance(key, str) or not key:
+            raise ValidationError(name, f"key {key!r} must be a non-empty string")
+        if key not in ARM_TYPES and not any(ch in key for ch in "*?["):
+            parse_arm_id(key, where=name)
+        out[key] = float(_number(f"{name}.{key}", cost, 1.0, 1e12))
+    return out
+
+
 def validate_changes(changes: Mapping[str, Any], *, replay: bool = False) -> dict[str, Any]:
     """Check a partial update; returns it normalised. Unknown keys are an error; settings of
     earlier versions are dropped when `replay`ing an old log, and an error otherwise."""
@@ -228,12 +281,18 @@ def validate_changes(changes: Mapping[str, Any], *, replay: bool = False) -> dic
             out[key] = value
         elif key in ("half_life_runs", "half_life_days"):
             out[key] = None if value is None else float(_number(key, value, 1e-6, 1e12))
-        elif key in ("update_on_error", "learn_from_misses", "explore_by_type"):
+        elif key in ("update_on_error", "learn_from_misses", "explore_by_type", "share_by_prefix"):
             if type(value) is not bool:
                 raise ValidationError(key, f"must be true or false, got {value!r}")
             out[key] = value
         elif key == "miss_cost_tokens":
             out[key] = value if value in (None, "auto") else float(_number(key, value, 1.0, 1e12))
+        elif key == "miss_costs":
+            out[key] = _miss_cost_map(key, value)
+        elif key == "explore_evidence":
+            out[key] = float(_number(key, value, 0.0, 1.0))
+        elif key == "explore_half_life":
+            out[key] = float(_number(key, value, 0.0, 1e12))
         elif key in ("explore_floor", "explore_max"):
             out[key] = float(_number(key, value, 1e-6, 1.0))
         elif key == "explore_share":

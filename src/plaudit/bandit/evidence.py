@@ -50,8 +50,8 @@ class DriftSettings:
     """The detectors' knobs (from `BanditConfig`)."""
 
     enabled: bool = True
-    rise_threshold: float = 6.0
-    drop_threshold: float = 12.0
+    rise_threshold: float = 12.0
+    drop_threshold: float = 18.0
     reset_prior_weight: float = 0.2
     central: float = 0.25
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from plaudit.bandit import evidence, fold, hierarchy, policy
@@ -27,6 +28,8 @@ class MemoryLearner:
         prior = prior.reshape(-1, 2)
         self.a0, self.b0 = prior[:, 0].copy(), prior[:, 1].copy()
         self.types = policy.type_codes(self.ids)
+        self.groups = policy.group_codes(self.ids)
+        self._declared: dict[bytes, policy.Declared | None] = {}
         self.rows: dict[Any, int] = {None: 0}  # None is the global scope
         self.st = evidence.fresh((1, n))
         self.pulls = np.zeros((1, n))
@@ -136,6 +139,7 @@ class MemoryLearner:
         alpha, beta = self.posterior(label)
         scope = {k: self.st[k][row] for k in ("s", "f", "pw", "drop_at")}
         scope["pulls"] = self.pulls[row]
+        scope["last"] = self.last[row]
         return policy.for_scope(
             cfg,
             alpha,
@@ -153,7 +157,16 @@ class MemoryLearner:
             moved_until=self.moved_until,
             index=float(self.index),
             types=self.types,
+            groups=self.groups,
+            decl=self.declared(cfg),
         )
+
+    def declared(self, cfg: BanditConfig) -> policy.Declared | None:
+        """`policy.declared` for this inventory under `cfg`, once per distinct declaration."""
+        key = msgspec.json.encode([cfg.protected, cfg.arm_priors, cfg.type_priors, cfg.miss_costs])
+        if key not in self._declared:
+            self._declared[key] = policy.declared(cfg, self.ids)
+        return self._declared[key]
 
     def need_model(self, label: Any, strength: float) -> tuple[np.ndarray, np.ndarray]:
         """Beta(strength x m + s, strength x (1 - m) + f) per arm: the scope's own evidence with

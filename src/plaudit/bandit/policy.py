@@ -3,26 +3,29 @@ the library, the simulator and the benchmarks.
 
 It thinks in expected cost. Leaving out an arm that the run needs costs `miss_cost` tokens (a
 retry, a worse answer); including it costs its own tokens. So an arm earns its place when its
-usefulness theta reaches its bar, `tokens / miss_cost` (capped by `threshold`).
+usefulness theta reaches its bar, `tokens / miss_cost` (capped by `threshold`). Arms the user
+declared critical (`Declared`) have bars of their own and are held until their own evidence
+rules them out; every other arm is judged by expected cost alone.
 
 A run is drawn in two parts, which keeps every inclusion probability exact and cheap:
 
 * the **core**, a deterministic function of the posteriors, in this order of priority:
-  protected arms; underexplored arms (when the inventory fits the budget); arms whose posterior
-  probability of clearing their bar, P(theta >= bar), is at least `core_level`; and arms whose
-  *own* evidence in this scope cannot yet rule them out (`proof`): P(theta >= max(bar,
-  proof_bar)) >= proof_level under a Jeffreys prior on this scope's runs alone. The last rule
-  is what holds a rarely needed but critical arm through an early run of bad luck that the
-  shared prior would believe; it applies only to scopes with enough runs to afford it (see
-  `BanditConfig.proof_after`). When the budget binds, the core is filled in that order and then
-  by mean / bar (expected saving per token), leaving `explore_share` of the budget free;
+  protected arms; underexplored arms (when the inventory fits the budget); arms that clear
+  their bar (`kept`: by posterior mean in a scope with runs enough of its own, by
+  P(theta >= bar) >= `core_level` in a younger one); critical arms whose *own* evidence in
+  this scope cannot yet rule them out (`proof`); and, under a binding budget, arms this scope
+  has seen needed while its own evidence keeps P(theta >= bar) >= `core_level`. When the
+  budget binds, the core is filled in that order and then by what an arm surely saves per
+  token, leaving `explore_share` of the budget free;
 * **exploration**: every other arm is drawn with probability e = max(explore_floor,
   explore_min), at most explore_max. `explore_min` carries the re-exploration that follows a
   detected change (`exploration_minimum`). When everything fits the budget the draws are
-  independent coins, so P(in) = e exactly. When the budget binds, e also carries the search
-  (`discovery`), and the budget the core left is shared by slots, grouped by size class
-  (`_slots`); each slot of a group picks one of the group's arms with a fixed probability q,
-  so P(in) = 1 - prod over groups (1 - q)^slots exactly.
+  independent coins, so P(in) = e exactly, and a settled scope retries an arm by its own
+  evidence (`explore_evidence`). When the budget binds, e also carries the search
+  (`search.discovery`), and the budget the core left is shared by slots, grouped by size
+  class (`_slots`); each slot of a group picks one of the group's arms with a fixed
+  probability q, and each group has one more slot with a known probability, so P(in) is
+  exact.
 
 Every arm that can be included therefore has a logged propensity above zero, which is what
 inverse-propensity estimators need, and nothing is estimated by Monte Carlo.
@@ -35,17 +38,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
-from plaudit.bandit.arms import ARM_TYPES
-from plaudit.bandit.stats import tail_at_least
+from plaudit.bandit.search import BoolArr, FloatArr, IntArr, discovery
+from plaudit.bandit.search import group_codes as group_codes  # the learner's and the cache's
+from plaudit.bandit.search import type_codes as type_codes
+from plaudit.bandit.search import type_weight as type_weight
+from plaudit.bandit.stats import beta_sf_array, tail_at_least
 
 if TYPE_CHECKING:
     from plaudit.bandit.config import BanditConfig
-
-FloatArr = NDArray[np.float64]
-BoolArr = NDArray[np.bool_]
-IntArr = NDArray[np.int64]
 
 #: Sort-key offsets: protected before underexplored before the rest (whose key is mu / bar).
 _PROTECTED = 1e12
@@ -85,17 +86,27 @@ class PolicyInput:
     #: arms of its type were found needed (see `discovery`)
     types: IntArr | None = None
     tried: BoolArr | None = None
+    #: per arm, its module (`search.group_codes`), for the search to share what it found
+    groups: IntArr | None = None
+    #: arms the user declared critical (see `BanditConfig.is_critical`)
+    critical: BoolArr | None = None
+    #: retry arms outside the core with probability explore_evidence x P(theta >= bar) under
+    #: this scope's own evidence (0: off), that evidence first multiplied by `stale`
+    explore_evidence: float = 0.0
+    stale: FloatArr | None = None
 
 
 @dataclass(frozen=True)
 class Slots:
-    """`count` exploration slots of at most `tokens` each (binding budget only); each picks
-    arm `idx[j]` with probability `q[j]`, or nothing with probability 1 - sum(q)."""
+    """`count` exploration slots of at most `tokens` each (binding budget only), and one more
+    with probability `extra` (drawn jointly with the other groups' by `draw`); each picks arm
+    `idx[j]` with probability `q[j]`, or nothing with probability 1 - sum(q)."""
 
     idx: IntArr
     q: FloatArr
     count: int
     tokens: int
+    extra: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,7 @@ class Plan:
             return np.where(self.core, 1.0, self.explore)
         miss = np.ones(self.core.shape[0])
         for g in self.slots:
-            miss[g.idx] *= (1.0 - g.q) ** g.count
+            miss[g.idx] *= (1.0 - g.q) ** g.count * (1.0 - g.extra * g.q)
         return np.where(self.core, 1.0, 1.0 - miss)
 
 
@@ -157,60 +168,49 @@ def _fill(order: IntArr, tokens: IntArr, budget: int) -> BoolArr:
     return chosen
 
 
-def kept(inp: PolicyInput, *, proof: bool = True) -> BoolArr:
-    """Arms the posteriors keep in the core: P(theta >= bar) >= core_level, or (where proof is
-    required, and `proof`) their own evidence cannot yet rule them out."""
-    keep = tail_at_least(inp.bar, inp.alpha, inp.beta, inp.core_level)
-    if proof and inp.proof is not None and inp.proof_s is not None and inp.proof_f is not None:
+def kept(inp: PolicyInput, *, binding: bool = False) -> BoolArr:
+    """Arms the posteriors keep in the core.
+
+    A scope with enough runs of its own (`proof` is set) judges an arm by expected cost: its
+    posterior mean reaches its bar. A younger scope's posteriors lean on the other task
+    types' evidence, whose mean is a poor guess for an arm only some types need, so there an
+    arm needs P(theta >= bar) >= core_level. Critical arms (`proof`) stay until their own
+    evidence rules them out; and, when the budget binds, arms this scope has seen needed stay
+    while its own evidence gives P(theta >= bar) >= core_level."""
+    if inp.proof is not None:
+        keep = inp.alpha / (inp.alpha + inp.beta) >= inp.bar
+    else:
+        keep = tail_at_least(inp.bar, inp.alpha, inp.beta, inp.core_level)
+    s, f = inp.proof_s, inp.proof_f
+    if s is None or f is None:
+        return keep
+    if inp.proof is not None:
         todo = np.flatnonzero(inp.proof & ~keep)
         if todo.size:
             keep[todo] = tail_at_least(
                 np.maximum(inp.bar[todo], inp.proof_bar),
-                0.5 + inp.proof_s[todo],
-                0.5 + inp.proof_f[todo],
+                0.5 + s[todo],
+                0.5 + f[todo],
                 inp.proof_level,
             )
+    if binding:
+        # The shared prior comes from the other task types, and at thousands of arms most arms
+        # a type needs are its own: the others' evidence says "never", and would shut out an
+        # arm this type has seen needed. Its own runs decide instead.
+        todo = np.flatnonzero((s > 0) & ~keep)
+        if todo.size:
+            keep[todo] = tail_at_least(inp.bar[todo], 0.5 + s[todo], 0.5 + f[todo], inp.core_level)
     return keep
 
 
-def discovery(inp: PolicyInput) -> FloatArr:
-    """When the budget binds, how much an arm is worth trying in this scope: 1 for an arm never
-    tried here, halved by each run here that did not reference it (the odds that an arm needed
-    in about half of this task type's runs would have missed them all), 0 once referenced
-    here (then the posterior decides). A large inventory is searched this way, untried arms
-    first, instead of trusting that an arm useless to other task types is useless to this
-    one."""
-    if inp.proof_s is None or inp.proof_f is None:
-        return np.zeros(inp.alpha.shape[0])
-    w = np.where(inp.proof_s > 0, 0.0, 0.5**inp.proof_f)
-    if inp.unseen is None:
-        return w
-    if inp.types is not None and inp.tried is not None:
-        w = np.where(inp.unseen, w * type_weight(inp.types, inp.tried, ~inp.unseen)[inp.types], w)
-    return w
-
-
-def type_weight(types: IntArr, tried: BoolArr, found: BoolArr) -> FloatArr:
-    """Per arm type, how promising an arm of that type that no run has referenced is: the
-    posterior mean, under a uniform prior, of the share of the type's tried arms that some run
-    referenced, relative to the most promising type among the inventory's. An inventory's
-    sections are all needed (a section is referenced whenever it is included), and its dead
-    weight may be mostly of a few types: one found section makes the others worth trying
-    next."""
-    t = np.bincount(types, weights=tried, minlength=len(ARM_TYPES))
-    h = np.bincount(types, weights=found & tried, minlength=len(ARM_TYPES))
-    rate = (h + 1.0) / (t + 2.0)
-    # relative to the best type that still has arms to find, so that the weights order the
-    # search rather than shrink it once a type (the sections) is wholly found
-    open_ = np.bincount(types, weights=~found, minlength=len(ARM_TYPES)) > 0
-    top = float(rate[open_].max()) if open_.any() else 1.0
-    return np.minimum(rate / top, 1.0)
-
-
-def type_codes(ids: Iterable[str]) -> IntArr:
-    """Each arm id's type as its index in `arms.ARM_TYPES`."""
-    code = {t: i for i, t in enumerate(ARM_TYPES)}
-    return np.fromiter((code[i.split(":", 1)[0]] for i in ids), dtype=np.int64)
+def _evidence_floor(inp: PolicyInput, out: IntArr) -> FloatArr:
+    """explore_evidence x P(theta >= bar) for the arms `out`, under their own evidence in
+    this scope (Jeffreys prior), faded by `stale`: the chance an arm left out deserves a look,
+    which falls as its runs here rule it out, and rises again as that evidence ages."""
+    s, f = inp.proof_s, inp.proof_f
+    assert s is not None and f is not None
+    d = 1.0 if inp.stale is None else inp.stale[out]
+    return inp.explore_evidence * beta_sf_array(inp.bar[out], 0.5 + s[out] * d, 0.5 + f[out] * d)
 
 
 def _fill_best(cand: IntArr, key: FloatArr, tokens: IntArr, room: int) -> BoolArr:
@@ -242,16 +242,15 @@ def plan(inp: PolicyInput) -> Plan:
     # Trying every arm min_pulls times is a sensible start only when the inventory fits; a
     # binding budget explores through the slots instead.
     fresh = inp.underexplored & (not binding)
-    # With a binding budget an arm cannot wait in the core for its own runs to rule it out:
-    # the search for arms that matter (`discovery`) takes their place in the exploration slots.
-    keep = kept(inp, proof=not binding)
+    keep = kept(inp, binding=binding)
     if binding and inp.unseen is not None:
         # Under a binding budget an arm that no run has ever referenced would hold a core place
         # on the configured prior's word alone (a curated arm's prior mean is 0.75, and a few
         # misses do not bring a cheap arm below its bar), and at thousands of arms those
         # guesses fill the core. They compete in the search instead (`discovery`), until a
-        # run references them.
-        keep = keep & ~inp.unseen
+        # run references them; unless the user declared them critical.
+        unseen = inp.unseen if inp.critical is None else inp.unseen & ~inp.critical
+        keep = keep & ~unseen
     want = inp.protected | fresh | keep
     want_tokens = int(tokens[want].sum())
     # When the inventory overflows the budget, `explore_share` of it is kept for exploration.
@@ -275,6 +274,10 @@ def plan(inp: PolicyInput) -> Plan:
     if binding:
         # arms the posteriors keep but the budget left out go first, then the search
         e = np.maximum(e, np.where(keep, 1.0, inp.explore_max * discovery(inp)))
+    elif inp.explore_evidence > 0.0 and inp.proof_s is not None:
+        out = np.flatnonzero(~core)
+        if out.size:
+            e[out] = np.maximum(e[out], _evidence_floor(inp, out))
     e = np.where(core, 0.0, np.minimum(e, inp.explore_max))
     if not binding:
         return Plan(core, e, False)
@@ -282,58 +285,100 @@ def plan(inp: PolicyInput) -> Plan:
     return Plan(core, e, True, _slots(e, tokens, (~core) & (e > 0), remaining, inp.explore_slots))
 
 
+#: Size classes per doubling of an arm's tokens: a class's slots are as large as its largest
+#: arm, so a slot wastes at most 1 - 2^(-1/CLASSES) of its tokens.
+CLASSES = 4
+
+
 def _slots(e: FloatArr, tokens: IntArr, cand: BoolArr, remaining: int, cap: int) -> tuple:
     """The exploration slots for the budget the core left (`remaining`).
 
-    Candidates are grouped by size class (tokens in [2^k, 2^(k+1))), each class's slots as
-    large as its largest arm, so that a slot wastes at most half its tokens. The budget is
-    shared in proportion to the classes' search weight (equal tokens per unit of weight: a
-    cheap arm is tried as often as its cost allows, not only as often as an expensive one).
-    Class k's share (of the budget less one slot of the largest class) buys c_k = share / size
-    slots: floor(c_k) whole slots (at most `cap`), and what is left buys *lottery* slots (as
-    many as the largest class they may pick fits into, at least one), each of which picks class
-    k with probability proportional to its shortfall, in tokens, from its share of the whole
-    budget, so every class can be drawn. A slot of class k picks its arm i with probability
-    e_i / (sum of e in k): the weights order the search, and the budget sets its size. So
-    P(in) = 1 - prod over groups (1 - q_i)^count, exactly."""
+    Candidates are grouped by size class (tokens in [2^(k/CLASSES), 2^((k+1)/CLASSES))),
+    each class's slots as large as its largest arm. The budget is shared in proportion to the
+    classes' search weight (equal tokens per unit of weight: a cheap arm is tried as often as
+    its cost allows, not only as often as an expensive one), class by class at most `cap`
+    slots (what a capped class cannot use goes to the others). Class k's share, of the budget
+    less one slot of the largest class, buys c_k slots: floor(c_k), and one more with
+    probability frac(c_k), the classes rounded up jointly by systematic sampling in order of
+    size, so that the slots drawn never overrun the budget (the round-ups cost at most their
+    expected tokens plus one slot of the largest class). A slot of class k picks its arm i
+    with probability e_i / (sum of e in k): the weights order the search, and the budget sets
+    its size. So P(in) = 1 - (1 - q_i)^floor(c_k) (1 - frac(c_k) q_i), exactly."""
     cand = cand & (tokens <= remaining)
     ci = np.flatnonzero(cand).astype(np.int64)
     if ci.size == 0:
         return ()
     cost = tokens[ci]
-    # size classes [2^k, 2^(k+1)); arms cost at most 10,000,000 tokens, so k < 24
-    inv = np.floor(np.log2(np.maximum(cost, 1))).astype(np.int64)
-    w = np.bincount(inv, weights=e[ci], minlength=24)
+    # arms cost at most 10,000,000 tokens, so there are at most 24 doublings
+    inv = np.floor(CLASSES * np.log2(np.maximum(cost, 1))).astype(np.int64)
+    w = np.bincount(inv, weights=e[ci], minlength=24 * CLASSES + 1)
     size = np.zeros(w.shape[0], dtype=np.int64)
     np.maximum.at(size, inv, cost)
     size = np.maximum(size, 1)
-    total = float(w.sum())
-    if total <= 0.0:
+    if float(w.sum()) <= 0.0:
         return ()
-    # the whole slots share what is left after room for one slot of the largest class, so
-    # that the lottery can always reach every class (the expensive arms are tried too)
-    ideal = remaining * (w / total) / size
-    c = (remaining - int(size[w > 0].max())) * (w / total) / size
-    count = np.minimum(np.floor(c), cap).astype(np.int64)
-    left = int(remaining) - int((count * size).sum())
+    c = _fitted_shares(w, size, remaining, cap)
+    count = np.floor(c).astype(np.int64)
+    frac = c - count
     per_arm = e[ci] / np.maximum(w, 1e-300)[inv]
     groups = []
-    for k in np.flatnonzero(count > 0):
+    for k in np.flatnonzero((count > 0) | (frac > 0)):  # ascending size: `draw` relies on it
         sel = inv == k
-        groups.append(Slots(ci[sel], per_arm[sel], int(count[k]), int(size[k])))
-    # each class's shortfall from its ideal share, in tokens
-    fits = (count < cap) & (size <= left)
-    deficit = np.where(fits, np.maximum(c - count, 0.0) * size, 0.0)
-    if float(deficit.sum()) <= 0.0:
-        deficit = np.where(fits, np.maximum(ideal - count, 0.0) * size, 0.0)
-    if float(deficit.sum()) > 0.0:
-        # as many lottery slots as the largest class they may pick fits into what is left
-        lottery = max(1, left // int(size[deficit > 0].max()))
-        pick = deficit / float(deficit.sum())
-        q = pick[inv] * per_arm
-        on = q > 0
-        groups.append(Slots(ci[on], q[on], lottery, left // lottery))
+        groups.append(Slots(ci[sel], per_arm[sel], int(count[k]), int(size[k]), float(frac[k])))
     return tuple(groups)
+
+
+def _fitted_shares(w: FloatArr, size: IntArr, remaining: int, cap: int) -> FloatArr:
+    """`_shares` of the largest budget whose slots, rounded up however `draw` may round them,
+    fit into `remaining` (at most a few shrinking steps; one slot of the largest class is
+    always enough room)."""
+    budget = remaining
+    for _ in range(6):
+        c = _shares(w, size, budget, cap)
+        over = _worst_case(c, size) - remaining
+        if over <= 0:
+            return c
+        budget -= int(over)
+    return _shares(w, size, remaining - int(size[w > 0].max()), cap)
+
+
+def _worst_case(c: FloatArr, size: IntArr) -> int:
+    """The most tokens the slots `c` can take: the whole slots, and the largest sum of the
+    slot sizes systematic sampling of the fractions can round up (checked at every offset
+    where the rounded-up set changes)."""
+    count = np.floor(c)
+    frac = c - count
+    on = np.flatnonzero(frac > 0)
+    whole = int((count * size).sum())
+    if on.size == 0:
+        return whole
+    f, sz = frac[on], size[on]
+    upper = np.cumsum(f)
+    offsets = np.concatenate([[0.0], np.mod(upper, 1.0)])[:, None]
+    up = np.floor(upper[None, :] - offsets) > np.floor(upper[None, :] - f[None, :] - offsets)
+    return whole + int((up * sz[None, :]).sum(axis=1).max())
+
+
+def _shares(w: FloatArr, size: IntArr, budget: int, cap: int) -> FloatArr:
+    """Slots per class: `budget` tokens shared in proportion to the weights `w`, no class more
+    than `cap` slots (water-filling: a capped class's surplus goes to the others)."""
+    c = np.zeros(w.shape[0])
+    if budget <= 0:
+        return c
+    free = w > 0
+    left = float(budget)
+    while free.any():
+        c[free] = left * (w[free] / float(w[free].sum())) / size[free]
+        over = free & (c > cap)
+        if not over.any():
+            break
+        c[over] = cap
+        free &= ~over
+        left = float(budget) - float((c[~free] * size[~free]).sum())
+        if left <= 0:
+            c[free] = 0.0
+            break
+    return c
 
 
 def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
@@ -342,12 +387,19 @@ def draw(p: Plan, rng: np.random.Generator) -> BoolArr:
     if not p.binding:
         chosen |= rng.random(chosen.shape[0]) < p.explore
         return chosen
-    for g in p.slots:
-        if g.count == 0 or g.idx.shape[0] == 0:
+    # systematic sampling of the extra slots: points u, u + 1, ... on the groups' cumulative
+    # fractions; a group gets one more slot when a point falls in its interval
+    fracs = np.fromiter((g.extra for g in p.slots), dtype=np.float64, count=len(p.slots))
+    upper = np.cumsum(fracs)
+    u = rng.random()
+    more = np.floor(upper - u) > np.floor(upper - fracs - u)
+    for g, plus in zip(p.slots, more.tolist(), strict=True):
+        count = g.count + int(plus)
+        if count == 0 or g.idx.shape[0] == 0:
             continue
         # Each slot: arm j with probability q_j, or nothing with probability 1 - sum(q) (a
         # uniform draw past the cumulative sum). One draw per slot, no per-call validation.
-        picks = np.searchsorted(np.cumsum(g.q), rng.random(g.count), side="right")
+        picks = np.searchsorted(np.cumsum(g.q), rng.random(count), side="right")
         chosen[g.idx[picks[picks < g.idx.shape[0]]]] = True
     return chosen
 
@@ -394,6 +446,28 @@ def exploration_minimum(
     return np.where(moved, np.maximum(e, cfg.moved_explore), e)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What the user declared about each arm: critical (protected, or with a prior or a miss
+    cost of its own) and its own miss cost (nan where none)."""
+
+    critical: BoolArr
+    miss: FloatArr
+
+
+def declared(cfg: BanditConfig, ids: Iterable[str]) -> Declared | None:
+    """The declarations `cfg` makes about `ids`, or None when it makes none (the usual case,
+    and the fast one: nothing per arm to match)."""
+    if not (cfg.protected or cfg.arm_priors or cfg.type_priors or cfg.miss_costs):
+        return None
+    ids = list(ids)
+    miss = np.array(
+        [np.nan if (c := cfg.declared_miss_cost(i)) is None else c for i in ids], dtype=np.float64
+    )
+    critical = np.fromiter((cfg.is_critical(i) for i in ids), dtype=bool, count=len(ids))
+    return Declared(critical, miss)
+
+
 def from_config(
     cfg: BanditConfig,
     alpha: FloatArr,
@@ -410,9 +484,24 @@ def from_config(
     unseen: BoolArr | None = None,
     types: IntArr | None = None,
     tried: BoolArr | None = None,
+    groups: IntArr | None = None,
+    decl: Declared | None = None,
+    explore_evidence: float = 0.0,
+    stale: FloatArr | None = None,
 ) -> PolicyInput:
-    """The policy input for one run under `cfg` (the miss cost depends on the inventory)."""
+    """The policy input for one run under `cfg` (the miss cost depends on the inventory).
+
+    `proof` marks the arms whose own evidence must rule them out (the scope's evidence is
+    recent enough); only critical arms (`decl`) are held by it. Arms with a miss cost of their
+    own have bars by it; critical arms without one a bar of at most `proof_bar`."""
     miss = cfg.miss_cost(int(tokens.sum()), budget)
+    bar = bars(tokens, miss, cfg.threshold)
+    critical = None
+    if decl is not None:
+        critical = decl.critical
+        own = ~np.isnan(decl.miss)
+        bar = np.where(own, np.minimum(cfg.threshold, tokens / np.where(own, decl.miss, 1.0)), bar)
+        bar = np.where(critical & ~own, np.minimum(bar, cfg.proof_bar), bar)
     return PolicyInput(
         alpha=alpha,
         beta=beta,
@@ -420,13 +509,13 @@ def from_config(
         protected=protected,
         underexplored=underexplored,
         budget=budget,
-        bar=bars(tokens, miss, cfg.threshold),
+        bar=bar,
         explore_floor=cfg.explore_floor,
         explore_max=cfg.explore_max,
         explore_share=cfg.explore_share,
         explore_slots=cfg.explore_slots,
         core_level=cfg.core_level,
-        proof=proof,
+        proof=None if proof is None else proof & (critical if critical is not None else False),
         proof_s=proof_s,
         proof_f=proof_f,
         proof_bar=cfg.proof_bar,
@@ -435,6 +524,10 @@ def from_config(
         unseen=unseen,
         types=types if cfg.explore_by_type else None,
         tried=tried,
+        groups=groups if cfg.share_by_prefix else None,
+        critical=critical,
+        explore_evidence=explore_evidence,
+        stale=stale,
     )
 
 
@@ -456,15 +549,18 @@ def for_scope(
     moved_until: FloatArr,
     index: float,
     types: IntArr | None = None,
+    groups: IntArr | None = None,
+    decl: Declared | None = None,
 ) -> PolicyInput:
     """The policy input for a run in one scope (a context, or the global scope).
 
-    `scope` holds that scope's per-arm evidence columns (s, f, pw, drop_at, pulls); the store's
-    cache and the in-memory learner both call this, so they decide alike."""
+    `scope` holds that scope's per-arm evidence columns (s, f, pw, drop_at, pulls, last: the
+    observation index that last observed the arm here); the store's cache and the in-memory
+    learner both call this, so they decide alike."""
     under = global_pulls < cfg.min_pulls
     if contextual:
         under = under | (scope["pulls"] < cfg.min_pulls_context)
-    proof = scope["pw"] >= 1.0 if scope_obs >= cfg.proof_after else None
+    settled = scope_obs >= cfg.proof_after
     return from_config(
         cfg,
         alpha,
@@ -473,7 +569,7 @@ def for_scope(
         protected,
         under,
         budget,
-        proof=proof,
+        proof=scope["pw"] >= 1.0 if settled else None,
         proof_s=scope["s"],
         proof_f=scope["f"],
         explore_min=exploration_minimum(
@@ -482,4 +578,19 @@ def for_scope(
         unseen=None if global_successes is None else global_successes <= 0,
         types=types,
         tried=global_pulls > 0,
+        groups=groups,
+        decl=decl,
+        explore_evidence=cfg.explore_evidence if settled else 0.0,
+        stale=staleness(cfg, scope["last"], scope_obs, index) if settled else None,
     )
+
+
+def staleness(cfg: BanditConfig, last: FloatArr, scope_obs: float, index: float) -> FloatArr | None:
+    """How much of each arm's evidence in a scope still counts for exploration: halved per
+    `explore_half_life` of the scope's runs since it last observed the arm. `last` is that
+    observation's index in the whole log; the scope's runs since are estimated from its share
+    of all observations (`scope_obs` of `index`)."""
+    if not cfg.explore_half_life or index <= 0:
+        return None
+    runs = np.maximum(index - last, 0.0) * (scope_obs / index)
+    return 0.5 ** (runs / cfg.explore_half_life)

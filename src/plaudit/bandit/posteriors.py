@@ -32,6 +32,7 @@ from plaudit.bandit import projection as proj
 from plaudit.bandit.arms import Arm
 from plaudit.bandit.config import BanditConfig, from_dict
 from plaudit.bandit.projection import DAY_MS, GLOBAL
+from plaudit.bandit.search import module_of
 from plaudit.store.backend import Tx
 
 #: Traced folds (one per observation and scope) a cache keeps at most: a checkpoint comes
@@ -65,6 +66,10 @@ class Registry:
     id_array: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=object))
     #: each arm's type (`policy.type_codes`)
     types: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: each arm's module, as a code of `modules` (`search.module_of`)
+    groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: the code of every module an arm of the registry is in
+    modules: dict[str, int] = field(default_factory=dict)
 
 
 def _empty(n: int) -> dict[str, np.ndarray]:
@@ -91,6 +96,8 @@ class PosteriorCache:
         self.a0 = np.zeros(0)
         self.b0 = np.zeros(0)
         self.protected = np.zeros(0, dtype=bool)
+        #: What the settings declare about the registered arms (`policy.declared`).
+        self.declared: policy.Declared | None = None
         #: Per loaded scope: its rows, registry order first, then unregistered arms met in
         #: observations.
         self.tables: dict[str, fold.Table] = {}
@@ -373,6 +380,12 @@ class PosteriorCache:
         types = np.zeros(len(ids), dtype=np.int64)
         types[was >= 0] = prev.types[was[was >= 0]]
         types[new] = policy.type_codes(ids[i] for i in new.tolist())
+        # module codes are labels: an arm keeps its code, a new module takes the next one
+        modules = dict(prev.modules)
+        groups = np.zeros(len(ids), dtype=np.int64)
+        groups[was >= 0] = prev.groups[was[was >= 0]]
+        for i in new.tolist():
+            groups[i] = modules.setdefault(module_of(ids[i]), len(modules))
         self.registry = Registry(
             arms=arms,
             ids=ids,
@@ -381,6 +394,8 @@ class PosteriorCache:
             kinds=kinds,
             id_array=np.array(ids, dtype=object),
             types=types,
+            groups=groups,
+            modules=modules,
         )
         self.a0, self.b0 = self.priors(ids, kinds)
         if self.cfg.protected == prev_cfg.protected:
@@ -392,6 +407,7 @@ class PosteriorCache:
             self.protected = np.fromiter(
                 (self.cfg.is_protected(i) for i in ids), dtype=bool, count=len(ids)
             )
+        self.declared = policy.declared(self.cfg, ids)
 
     def priors(self, ids: Sequence[str], kinds: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         cfg = self.cfg
@@ -505,12 +521,14 @@ class PosteriorCache:
             "pw": c["pw"],
             "drop_at": c["drop_at"],
             "pulls": c["pulls"],
+            "last": c["last_index"],
             "mv_from": g["mv_from"],
             "mv_until": g["mv_until"],
         }
         if arms is None:
             tokens, protected = self.registry.tokens, self.protected
-            types = self.registry.types
+            types, groups = self.registry.types, self.registry.groups
+            decl = self.declared if cfg is self.cfg else policy.declared(cfg, self.registry.ids)
         else:
             if at is None:
                 pos = self.registry.index
@@ -528,6 +546,10 @@ class PosteriorCache:
             cols = _aligned(self, cols, arms, context, at)
             if tokens is None:
                 tokens = np.fromiter((a.tokens for a in arms), dtype=np.int64, count=len(arms))
+            # modules matter only to the search under a binding budget
+            binding = int(tokens.sum()) > budget
+            groups = _modules(self.registry, arms, at) if binding else None
+            decl = policy.declared(cfg, (a.id for a in arms))
         return policy.for_scope(
             cfg,
             cols["alpha"],
@@ -538,14 +560,30 @@ class PosteriorCache:
             contextual=context is not None,
             global_pulls=cols["gpulls"],
             global_successes=cols["gs"],
-            scope={k: cols[k] for k in ("s", "f", "pw", "drop_at", "pulls")},
+            scope={k: cols[k] for k in ("s", "f", "pw", "drop_at", "pulls", "last")},
             scope_obs=float(obs),
             restarting=obs < until,
             moved_from=cols["mv_from"],
             moved_until=cols["mv_until"],
             index=float(self.obs_index),
             types=types,
+            groups=groups,
+            decl=decl,
         )
+
+
+def _modules(registry: Registry, arms: Sequence[Arm], at: np.ndarray) -> np.ndarray:
+    """Each arm's module code: the registry's for registered arms (at registry positions
+    `at`, -1 for the others), numbered on from the registry's modules for the others."""
+    known = at >= 0
+    if known.all():
+        return registry.groups[at]
+    out = np.zeros(len(arms), dtype=np.int64)
+    out[known] = registry.groups[at[known]]
+    codes = dict(registry.modules)
+    for i in np.flatnonzero(~known).tolist():
+        out[i] = codes.setdefault(module_of(arms[i].id), len(codes))
+    return out
 
 
 def _aligned(
@@ -580,6 +618,7 @@ def _aligned(
         "mv_from": blank["mv_from"],
         "mv_until": blank["mv_until"],
         **{k: blank[k].copy() for k in ("s", "f", "pw", "drop_at", "pulls")},
+        "last": blank["last_index"].copy(),
     }
     out = {k: np.array(v, dtype=np.float64) for k, v in out.items()}
     at = idx[known]

@@ -52,6 +52,10 @@ class Scenario:
     #: probability that a needed arm the run left out is fetched by the agent anyway, so that
     #: its output references it (a revealed miss); 0: a left-out arm is never seen
     reveal: float = 0.0
+    #: what the user of this inventory declares (settings such as `miss_costs` for the arms
+    #: a miss of which is worse than a retry): every strategy run with plaudit's settings uses
+    #: them (`default_config`)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def revealable(self) -> np.ndarray:
@@ -376,14 +380,19 @@ class OptimumPolicy:
 
     def __init__(self, sc: Scenario, cfg: BanditConfig) -> None:
         self.sc = sc
-        miss = cfg.miss_cost(int(sc.tokens.sum()), sc.budget)
-        self.bar = policy.bars(sc.tokens, miss, cfg.threshold)
+        n = sc.n
+        none = np.zeros(n, dtype=bool)
+        self.protected = np.array([cfg.is_protected(i) for i in sc.ids], dtype=bool)
+        decl = policy.declared(cfg, sc.ids)
+        self.bar = policy.from_config(
+            cfg, np.ones(n), np.ones(n), sc.tokens, none, none, sc.budget, decl=decl
+        ).bar
         self.last_baseline = False
 
     def choose(self, run: int, task: int) -> np.ndarray:
         p = self.sc.need_at(run)[task]
-        want = p >= self.bar
-        key = np.where(want, p / np.maximum(self.bar, 1e-12), -1.0)
+        want = (p >= self.bar) | self.protected
+        key = np.where(want, p / np.maximum(self.bar, 1e-12), -1.0) + 1e12 * self.protected
         return want & _greedy(np.argsort(-key), np.where(want, self.sc.tokens, 0), self.sc.budget)
 
     def learn(self, run: int, task: int, included: np.ndarray, referenced: np.ndarray) -> None:
@@ -496,50 +505,14 @@ def counterfactual_tokens(sc: Scenario, fills: int = 64) -> int:
     return int(np.mean([int(sc.tokens[policy.baseline(inp, rng)].sum()) for _ in range(fills)]))
 
 
-def logged_runs(
-    sc: Scenario,
-    runs: int,
-    *,
-    seed: int = 0,
-    config: BanditConfig | None = None,
-    split: int | None = None,
-) -> tuple[PlauditPolicy, list[Any], np.ndarray, PlauditPolicy]:
-    """Run plaudit and keep what its log would hold for evaluation: per run the task, the
-    included arms, their rewards and logged propensities; plus the hidden needs (runs x arms)
-    that off-policy estimates are checked against. With `split`, the first learner returned is
-    a copy frozen at that run and only the runs from `split` on are returned, so a candidate
-    built on those posteriors is evaluated on runs it has not learned from; the last is the
-    learner after every run (what `evaluate` fits its need model on)."""
-    import copy
-
-    from plaudit.bandit.evaluate import LoggedRun
-
-    world = np.random.default_rng(seed)
-    learner = PlauditPolicy(sc, config or default_config(sc), np.random.default_rng(seed + 7))
-    logged: list[Any] = []
-    needs = []
-    total = int(sc.tokens.sum())
-    frozen = learner
-    for run in range(runs):
-        if run == split:
-            frozen = copy.deepcopy(learner)
-        task = int(world.integers(len(sc.task_types)))
-        needed = world.random(sc.n) < sc.need_at(run)[task]
-        included = learner.choose(run, task)
-        learner.learn(run, task, included, needed & included)
-        if learner.last_p is None or (split is not None and run < split):
-            continue
-        idx = np.flatnonzero(included)
-        logged.append(
-            LoggedRun(task, idx, needed[idx].astype(np.int64), learner.last_p[idx], total)
-        )
-        needs.append(needed)
-    return frozen, logged, np.array(needs), learner
-
-
 def default_config(sc: Scenario | None = None) -> BanditConfig:
-    """The settings plaudit ships with (the simulator measures these, not tuned extras)."""
-    return BanditConfig()
+    """The settings plaudit ships with (the simulator measures these, not tuned extras), plus
+    what the scenario's user declares (`Scenario.settings`)."""
+    if sc is None or not sc.settings:
+        return BanditConfig()
+    from plaudit.bandit.config import merged
+
+    return merged(BanditConfig(), sc.settings)
 
 
 # -- against a real store --------------------------------------------------------------------
@@ -593,6 +566,8 @@ def run_store(
     rare = np.array([r == "rare-critical" for r in sc.roles])
     index = {arm_id: i for i, arm_id in enumerate(sc.ids)}
     p.bandit.register(scenario_arms(sc))
+    if sc.settings:
+        p.bandit.configure(**sc.settings)
     m = Metrics()
     full_tokens = int(sc.tokens.sum())
     for run in range(runs):
@@ -630,39 +605,3 @@ def run_store(
         m.rare_needed.append(int((needed & rare).sum()))
         m.rare_hit.append(int((needed & included & rare).sum()))
     return m
-
-
-def evaluation_check(
-    sc: Scenario,
-    candidate: BanditConfig,
-    runs: int,
-    *,
-    seed: int = 0,
-    resamples: int = 300,
-    all_runs: bool = False,
-) -> tuple[dict[str, Any], float]:
-    """Off-policy evaluation against the hidden truth, as `plaudit bandit evaluate` does it:
-    plaudit logs `runs` runs; `candidate` is planned on the posteriors frozen halfway and
-    estimated on the second half (from each context's latest detected change on, unless
-    `all_runs`), with the need model `evaluate.from_log` uses. Returns the estimates and the
-    truth: the candidate's realised recall on the same runs, from the needs the world hid."""
-    from plaudit.bandit.evaluate import SWITCH, estimate, since_change
-
-    split = runs // 2
-    learner, logged, needs, final = logged_runs(sc, runs, seed=seed, split=split)
-    tasks = range(len(sc.task_types))
-    pi = {t: learner.candidate(candidate, t) for t in tasks}
-    model, model_ab = {}, {}
-    for t in tasks:
-        low = final.candidate(final.cfg, t) < SWITCH
-        a, b = final.memory.background_model(t, low, *final.posterior(t))
-        model[t], model_ab[t] = a / (a + b), (a, b)
-    if not all_runs:
-        index = range(split + 1, split + 1 + len(logged))
-        keep = since_change([r.context for r in logged], index, final.memory.changed_at)
-        logged, needs = [r for r, k in zip(logged, keep, strict=True) if k], needs[keep]
-    toks = {t: sc.tokens.astype(float) for t in tasks}
-    res = estimate(logged, pi, model, toks, resamples=resamples, seed=seed, model_ab=model_ab)
-    ctx = np.array([r.context for r in logged])
-    truth = float((np.stack([pi[t] for t in ctx]) * needs).sum() / needs.sum())
-    return res, truth

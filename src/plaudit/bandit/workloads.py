@@ -10,6 +10,7 @@ inventories of 2,000 and 10,000 arms under a budget that binds.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,8 @@ class _Builder:
         self.need: list[np.ndarray] = []
         self.after: dict[int, np.ndarray] = {}
         self.contents: dict[str, str] = {}
+        #: what the inventory's user declares (`Scenario.settings`)
+        self.settings: dict[str, Any] = {}
 
     def add(self, arm_id: str, role: str, need: np.ndarray, cost: int | None = None) -> int:
         kind = arm_id.split(":", 1)[0]
@@ -75,6 +78,7 @@ class _Builder:
             drift_at=drift_at,
             budget=budget if budget is not None else int(tokens.sum()) + 5000,
             name=name,
+            settings=dict(self.settings),
         )
 
 
@@ -119,7 +123,19 @@ def stationary(seed: int = 11) -> Scenario:
     return _base(seed).build("stationary", TASK_TYPES)
 
 
-def _critical(b: _Builder, p: float = 0.08) -> None:
+#: How the suite's user declares its critical arms: the cheap ones by a prior of their own, the
+#: expensive ones by a miss cost (a miss of such an arm costs far more than a retry), both ways
+#: the settings allow (`BanditConfig.is_critical`).
+CRITICAL_SETTINGS: dict[str, Any] = {
+    "arm_priors": {"tool:web:WebSearch": [1, 1], "memory:project:security-incident": [1, 1]},
+    "miss_costs": {"file:workspace:docs/incident-runbook.md": 60000, "skill:legal:main": 60000},
+}
+
+
+def _critical(b: _Builder, p: float = 0.08, *, declared: bool = True) -> None:
+    if declared:
+        for key, value in CRITICAL_SETTINGS.items():
+            b.settings.setdefault(key, {}).update(value)
     for arm_id, home, role, cost in (
         ("tool:web:WebSearch", 1, "critical-cheap", 300),
         ("memory:project:security-incident", 0, "critical-cheap", 220),
@@ -132,12 +148,14 @@ def _critical(b: _Builder, p: float = 0.08) -> None:
         b.add(arm_id, role, need, cost)
 
 
-def critical(seed: int = 12) -> Scenario:
+def critical(seed: int = 12, *, declared: bool = True) -> Scenario:
     """The stationary inventory plus four arms needed in 8% of the runs of two task types (3.2%
-    of all runs): two cheap (300, 220 tokens) and two expensive (1,400, 1,200 tokens)."""
+    of all runs): two cheap (300, 220 tokens) and two expensive (1,400, 1,200 tokens), which
+    the user declares critical (`CRITICAL_SETTINGS`) unless `declared` is False (then they are
+    judged by expected cost like any other arm)."""
     b = _base(seed)
-    _critical(b)
-    return b.build("critical", TASK_TYPES)
+    _critical(b, declared=declared)
+    return b.build("critical" if declared else "critical, undeclared", TASK_TYPES)
 
 
 def dead_weight(seed: int = 13) -> Scenario:
@@ -153,20 +171,40 @@ def dead_weight(seed: int = 13) -> Scenario:
     return b.build("dead weight", TASK_TYPES)
 
 
-def drift(seed: int = 14, drift_at: int = 1000) -> Scenario:
+def drift(
+    seed: int = 14,
+    drift_at: int = 1000,
+    *,
+    retire: bool = True,
+    arrive: bool = True,
+    reveal: float = 0.0,
+) -> Scenario:
     """Critical and dead arms as above; at `drift_at` a tool used in every task type is
-    retired (needed nowhere after) and a dead file becomes central to code tasks."""
+    retired (needed nowhere after) and a dead file becomes central to code tasks. `retire` or
+    `arrive` False leaves that change out (the other then happens alone: a new file with no
+    other sign that the task type's workflow changed); `reveal` as in `large`."""
     b = _base(seed)
     _critical(b)
     for i in range(4):
         b.add(f"file:workspace:old/legacy{i}.py", "dead", np.zeros(b.t))
     retired = b.add("tool:vcs:Svn", "retired", np.full(b.t, 0.6), 300)
-    b.after[retired] = np.zeros(b.t)
+    if retire:
+        b.after[retired] = np.zeros(b.t)
     new = b.add("file:workspace:src/new_core.py", "new-central", np.zeros(b.t), 1400)
-    col = np.zeros(b.t)
-    col[0] = 0.8
-    b.after[new] = col
-    return b.build("drift", TASK_TYPES, drift_at=drift_at)
+    if arrive:
+        col = np.zeros(b.t)
+        col[0] = 0.8
+        b.after[new] = col
+    name = (
+        "drift"
+        if retire and arrive
+        else "drift, a new arm alone"
+        if arrive
+        else "drift, a retired arm alone"
+    )
+    sc = b.build(name + (", misses fetched" if reveal else ""), TASK_TYPES, drift_at=drift_at)
+    sc.reveal = reveal
+    return sc
 
 
 def sparse(seed: int = 15, types: int = 60, families: int = 6, noise: float = 0.002) -> Scenario:
@@ -208,6 +246,7 @@ def large(
     per_type: int = 15,
     budget: int = 30000,
     reveal: float = 0.0,
+    names: str = "typed",
 ) -> Scenario:
     """`n` arms, `types` task types, and a budget far below the inventory. Each type needs
     `per_type` arms of its own (each in 30% to 90% of its runs); five generic arms serve every
@@ -217,34 +256,191 @@ def large(
 
     `reveal` is the chance that the agent fetches a needed arm it was not given (reads the
     file, finds the tool or the memory by search), so that its output references it: a miss
-    the learner sees. With 0, a left-out arm is seen only when exploration includes it."""
+    the learner sees. With 0, a left-out arm is seen only when exploration includes it.
+
+    `names` says what the ids tell about the world (the needs are the same whatever it is):
+
+    * "typed": each type's arms share a category named after it (`tool:c3:t3-0`, files under
+      `file:c3:t3/`), and the dead weight has one of its own (`tool:dead:x5`);
+    * "structured": as an inventory is organised, by module: each type's tools and memories
+      share a category and its files a directory (`tool:billing:b7`,
+      `file:workspace:src/billing/f9.py`), but so does dead weight, spread over those and 60
+      other modules, so most of a needed arm's siblings are not needed;
+    * "random": every category and directory is one of the same 68 modules drawn at random,
+      whatever the arm's role: ids that say nothing about need."""
     b = _Builder(seed, types)
     rng = b.rng
     b.sections()
     for name in ("Bash", "Read", "Edit", "Grep", "Write"):
         b.add(f"tool:generic:{name}", "common", rng.uniform(0.4, 0.9, types))
     kinds = ("tool", "skill", "file", "memory")
+    spots = _modules(names, types, np.random.default_rng(seed + 7919))
     for t in range(types):
         for j in range(per_type):
             need = np.zeros(types)
             need[t] = rng.uniform(0.3, 0.9)
             kind = kinds[j % 4]
-            if kind == "skill":  # a skill's own category: an agent names a skill by it
-                b.add(f"skill:t{t}-{j}:main", "common", need)
-                continue
-            name = f"t{t}-{j}" if kind != "file" else f"t{t}/m{j}.py"
-            b.add(f"{kind}:c{t}:{name}", "common", need)
+            b.add(spots(kind, t, f"t{t}-{j}"), "common", need)
     _critical(b)
     i = 0
     while len(b.ids) < n:
         kind = kinds[i % 4]
-        name = f"x{i}" if kind != "file" else f"junk/f{i}.py"
-        b.add(f"{kind}:dead:{name}", "dead", np.zeros(types))
+        b.add(spots(kind, None, f"x{i}"), "dead", np.zeros(types))
         i += 1
-    name = f"{n:,} arms, budget binding" + (", misses fetched" if reveal else "")
-    sc = b.build(name, tuple(f"type{t}" for t in range(types)), budget)
+    label = f"{n:,} arms, budget binding" + (", misses fetched" if reveal else "")
+    if names != "typed":
+        label += f", {names} ids"
+    sc = b.build(label, tuple(f"type{t}" for t in range(types)), budget)
     sc.reveal = reveal
     return sc
+
+
+_MODULES = 68
+
+
+def _modules(names: str, types: int, rng: np.random.Generator):
+    """Ids for `large`'s arms by kind, owning type (None: dead weight) and serial."""
+    mods = [f"{w}{k}" for k in range(3) for w in _WORDS][:_MODULES]
+    home = rng.permutation(_MODULES)[:types]
+    # names that do not say which arms are needed: serial numbers in a random order
+    numbers = iter(rng.permutation(1_000_000))
+
+    def where(kind: str, owner: int | None, serial: str) -> str:
+        if names == "typed":
+            if kind == "skill":  # a skill's own category: an agent names a skill by it
+                return f"skill:{serial}:main" if owner is not None else f"skill:dead:{serial}"
+            cat = "dead" if owner is None else f"c{owner}"
+            if kind == "file":
+                tail = serial.split("-")[1] if owner is not None else serial[1:]
+                return f"file:{cat}:" + (
+                    f"t{owner}/m{tail}.py" if owner is not None else f"junk/f{tail}.py"
+                )
+            return f"{kind}:{cat}:{serial}"
+        number = f"a{next(numbers)}"
+        if kind == "skill":  # named by a category of its own, as skills are
+            return f"skill:s{number[1:]}:main"
+        if names == "structured" and owner is not None:
+            m = mods[int(home[owner])]
+        else:
+            m = mods[int(rng.integers(_MODULES))]
+        if kind == "file":
+            return f"file:workspace:src/{m}/{number}.py"
+        return f"{kind}:{m}:{number}"
+
+    return where
+
+
+_KINDS = ("tool", "skill", "file", "memory")
+_WORDS = (
+    "auth",
+    "billing",
+    "search",
+    "deploy",
+    "cache",
+    "report",
+    "ingest",
+    "alerts",
+    "schema",
+    "export",
+    "render",
+    "queue",
+    "audit",
+    "backup",
+    "routing",
+    "metrics",
+    "invoice",
+    "session",
+    "upload",
+    "profile",
+    "ledger",
+    "notify",
+    "index",
+    "policy",
+)
+
+
+def _random_word(rng: np.random.Generator, size: int = 6) -> str:
+    return "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size))
+
+
+def _namer(rng: np.random.Generator, names: str, types: int):
+    """Arm ids by kind, home task type and serial: *plain* ids as an agent's inventory names
+    them, with no word that says which task type needs the arm (`tool:ops:q2`,
+    `file:workspace:src/render/m7.py`), or *random* ids whose category and name are random
+    letters (`tool:kxqzv:wbyrla`); neither tells a learner which task type uses the arm."""
+    seen: set[str] = set()
+
+    def make(kind: str, j: int) -> str:
+        while True:
+            if names == "random":
+                cat, name = _random_word(rng, 5), _random_word(rng)
+                if kind == "file":
+                    name = f"{_random_word(rng, 4)}/{name}.py"
+            else:
+                word = _WORDS[int(rng.integers(len(_WORDS)))]
+                cat = {"tool": "ops", "skill": word, "file": "workspace", "memory": "project"}[kind]
+                name = {
+                    "tool": f"{word.capitalize()}{j}",
+                    "skill": "main",
+                    "file": f"src/{word}/m{j}.py",
+                    "memory": f"{word}-{j}",
+                }[kind]
+            arm_id = f"{kind}:{cat}:{name}"
+            if arm_id not in seen:
+                seen.add(arm_id)
+                return arm_id
+
+    return make
+
+
+def agent(
+    seed: int = 21,
+    types: int = 8,
+    names: str = "plain",
+    occasional_tokens: int | None = None,
+    occasional_need: tuple[float, float] = (0.01, 0.05),
+    noise: float = 0.004,
+) -> Scenario:
+    """A stationary agent inventory of about 45 arms over `types` task types that fits the
+    budget, generated afresh per seed, for measuring on worlds the policy was not tuned on:
+    three sections; six generic tools, each needed in half the types (30% to 90%) and seldom
+    in the rest; three arms of each type's own (35% to 90%, some also needed by a second type);
+    six *occasional* arms, needed in `occasional_need` of the runs of two or three types (of
+    `occasional_tokens` each when given: 1,400 makes them expensive); six arms nobody needs.
+    Every arm is needed in up to `noise` of the other types' runs (at 0.004 a simple sampler's
+    recall is about 0.99, as on the worlds the issue measured; at 0.01 even the stationary
+    optimum's is 0.985). `names`: see `_namer`."""
+    b = _Builder(seed, types)
+    rng = b.rng
+    make = _namer(np.random.default_rng(seed + 7919), names, types)
+    b.sections()
+    for j in range(6):
+        need = rng.uniform(0.0, noise, types)
+        on = rng.random(types) < 0.5
+        need[on] = rng.uniform(0.3, 0.9, int(on.sum()))
+        b.add(make("tool", j), "common", need)
+    serial = 6
+    for t in range(types):
+        for _ in range(3):
+            need = rng.uniform(0.0, noise, types)
+            need[t] = rng.uniform(0.35, 0.9)
+            if rng.random() < 0.4:
+                need[(t + 1 + int(rng.integers(types - 1))) % types] = rng.uniform(0.1, 0.4)
+            b.add(make(_KINDS[int(rng.integers(4))], serial), "common", need)
+            serial += 1
+    for j in range(6):
+        need = np.zeros(types)
+        home = rng.choice(types, int(rng.integers(2, 4)), replace=False)
+        need[home] = rng.uniform(*occasional_need, home.size)
+        b.add(make(_KINDS[j % 4], serial + j), "occasional", need, occasional_tokens)
+    for j in range(6):
+        b.add(make(_KINDS[j % 4], serial + 6 + j), "dead", np.zeros(types))
+    label = "agent" + (", random ids" if names == "random" else "")
+    if occasional_tokens:
+        label += f", occasional arms of {occasional_tokens:,} tokens"
+    if noise != 0.004:
+        label += f", background need {noise:g}"
+    return b.build(f"{label} (seed {seed})", tuple(f"type{t}" for t in range(types)))
 
 
 #: the share of misses the agent fetches in the suite's "misses fetched" workloads: a modest
@@ -252,16 +448,48 @@ def large(
 REVEAL = 0.25
 
 
-#: name -> (builder, runs, summary window): the suite the benchmark and the tests run.
-SUITE: dict[str, tuple[Callable[[], Scenario], int]] = {
+#: Stationary workloads whose inventory fits the budget: name -> (builder, runs). The agent
+#: worlds are generated afresh (the policy was not tuned on them), one world seed each.
+FITTING: dict[str, tuple[Callable[[], Scenario], int]] = {
     "stationary": (stationary, 2000),
     "critical": (critical, 2000),
+    "critical, undeclared": (lambda: critical(declared=False), 2000),
     "dead weight": (dead_weight, 2000),
-    "drift": (drift, 2000),
-    "default (drift at 1,000)": (default_scenario, 2000),
     "sparse task types": (sparse, 1800),
-    "2,000 arms, budget binding": (lambda: large(2000), 3000),
-    "10,000 arms, budget binding": (lambda: large(10_000), 3000),
-    "2,000 arms, budget binding, misses fetched": (lambda: large(2000, reveal=REVEAL), 3000),
-    "10,000 arms, budget binding, misses fetched": (lambda: large(10_000, reveal=REVEAL), 3000),
+    "agent": (lambda: agent(21), 2000),
+    "agent, random ids": (lambda: agent(22, names="random"), 2000),
+    "agent, expensive occasional arms": (
+        lambda: agent(23, occasional_tokens=1400, occasional_need=(0.02, 0.04)),
+        2000,
+    ),
+    "agent, background need 0.01": (lambda: agent(24, noise=0.01), 2000),
 }
+
+#: Workloads whose needs change at run 1,000.
+DRIFT: dict[str, tuple[Callable[[], Scenario], int]] = {
+    "drift": (drift, 2000),
+    "drift, a new arm alone": (lambda: drift(retire=False), 2000),
+    "drift, misses fetched": (lambda: drift(reveal=REVEAL), 2000),
+    "drift, a new arm alone, misses fetched": (lambda: drift(retire=False, reveal=REVEAL), 2000),
+    "default (drift at 1,000)": (default_scenario, 2000),
+}
+
+#: Inventories of 2,000 and 10,000 arms under a binding budget: name -> (builder, runs), the
+#: runs being the horizon the targets are set at (6,000 and 12,000 without fetched misses).
+LARGE: dict[str, tuple[Callable[[], Scenario], int]] = {
+    "2,000 arms, structured ids": (lambda: large(2000, names="structured"), 6000),
+    "2,000 arms, random ids": (lambda: large(2000, names="random"), 6000),
+    "10,000 arms, structured ids": (lambda: large(10_000, names="structured"), 12000),
+    "10,000 arms, random ids": (lambda: large(10_000, names="random"), 12000),
+    "2,000 arms, random ids, misses fetched": (
+        lambda: large(2000, names="random", reveal=REVEAL),
+        3000,
+    ),
+    "10,000 arms, random ids, misses fetched": (
+        lambda: large(10_000, names="random", reveal=REVEAL),
+        3000,
+    ),
+}
+
+#: Every workload of the suite.
+SUITE: dict[str, tuple[Callable[[], Scenario], int]] = {**FITTING, **DRIFT, **LARGE}

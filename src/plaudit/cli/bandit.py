@@ -348,6 +348,14 @@ def runs(db: str | None, session_id: str | None, limit: int, offset: int, as_jso
 )
 @click.option("--level", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @json_option
+def _net(e: dict) -> str:
+    if e.get("net_savings_percent") is None:
+        return ""
+    lo, hi = e.get("net_savings_ci") or (None, None)
+    net = _fmt(e["net_savings_percent"], ".1f")
+    return f"  net savings {net}% [{_fmt(lo, '.1f')}, {_fmt(hi, '.1f')}]"
+
+
 def evaluate(db: str | None, settings: tuple[str, ...], level: float, as_json: bool) -> None:
     """Estimate a candidate configuration's savings and recall from logged runs (IPS, SNIPS,
     doubly robust, with intervals), beside the current configuration's. Writes nothing."""
@@ -369,5 +377,7 @@ def evaluate(db: str | None, settings: tuple[str, ...], level: float, as_json: b
             lo, hi = e["recall_ci"]
             click.echo(
                 f"  {est:5} recall {_fmt(e['recall'])} [{_fmt(lo)}, {_fmt(hi)}]  "
-                f"misses/run {_fmt(e['misses_per_run'], '.3f')}"
+                f"misses/run {_fmt(e['misses_per_run'], '.3f')}" + _net(e)
             )
+            if e.get("trusted") is False:
+                click.echo(f"        not to be trusted: {e['why']}")
