@@ -174,3 +174,32 @@ def test_interval_memo_answers_as_credible_intervals() -> None:
     b2 = b.copy()
     b2[2] = 10.0  # other inputs, another answer
     assert not np.array_equal(memo(a, b2, 0.95)[1], memo(a, b, 0.95)[1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from([0.25, 0.75, 1.0, 3.0, 20.75]),
+                st.sampled_from([0.25, 1.0, 9.0, 40.25]),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(min_value=1, max_value=12),
+)
+def test_interval_memo_equals_a_fresh_computation_as_arms_change(reads, size) -> None:
+    """Reads of posteriors where some arms changed since the last read (an observation folded)
+    and some did not: every answer equals computing all the intervals afresh."""
+    from plaudit.bandit.stats import IntervalMemo
+
+    memo = IntervalMemo(size=size)
+    for arms in reads:
+        a, b = (np.array(v) for v in zip(*arms, strict=True))
+        lo, hi = memo(a, b, 0.95)
+        want = credible_intervals(a, b, 0.95)
+        assert np.array_equal(lo, want[0]) and np.array_equal(hi, want[1])

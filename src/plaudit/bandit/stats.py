@@ -4,7 +4,6 @@ approximation, which leaves [0, 1] for small counts)."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -309,25 +308,26 @@ def credible_intervals(
 
 
 class IntervalMemo:
-    """The last few `credible_intervals` answers, by their inputs' bytes. A posterior read
-    repeats until an observation is folded, and finding the quantiles is nearly all of its
-    cost (about 5 ms for 32 arms, the rest 0.1 ms); hashing the inputs costs microseconds."""
+    """`credible_intervals` answers remembered per arm, by its (alpha, beta) and the level.
+    A posterior read repeats until an observation is folded, and an observation changes only
+    the arms it names: the rest are found here, and the quantiles (nearly all of a read's
+    cost, about 5 ms for 32 arms) are computed for the changed arms alone."""
 
-    def __init__(self, size: int = 8) -> None:
+    def __init__(self, size: int = 65_536) -> None:
         self._size = size
-        self._got: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._got: dict[tuple[float, float, float], tuple[float, float]] = {}
 
     def __call__(self, a: np.ndarray, b: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-        a, b = np.ascontiguousarray(a, np.float64), np.ascontiguousarray(b, np.float64)
-        h = hashlib.blake2b(np.float64(level).tobytes(), digest_size=16)
-        h.update(a.size.to_bytes(8, "little"))
-        h.update(a.data)
-        h.update(b.data)
-        key = h.digest()
-        got = self._got.get(key)
-        if got is None:
-            got = credible_intervals(a, b, level)
-            if len(self._got) >= self._size:
-                self._got.pop(next(iter(self._got)), None)
-            self._got[key] = got
-        return got[0].copy(), got[1].copy()
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        keys = [(level, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        got = self._got
+        missing = [i for i, k in enumerate(keys) if k not in got]
+        if missing:
+            if len(got) + len(missing) > self._size:
+                got.clear()  # a world this large rarely repeats whole: start again
+                missing = list(range(len(keys)))
+            lo, hi = credible_intervals(a[missing], b[missing], level)
+            for i, low, high in zip(missing, lo.tolist(), hi.tolist(), strict=True):
+                got[keys[i]] = (low, high)
+        pairs = np.array([got[k] for k in keys], dtype=np.float64).reshape(len(keys), 2)
+        return pairs[:, 0].copy(), pairs[:, 1].copy()

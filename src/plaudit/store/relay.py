@@ -38,10 +38,16 @@ PAYLOAD_LIMIT = 7800
 #: A process that heard a pass this recently assumes a pump is running and goes straight to
 #: the intake instead of trying for the lease (a try that mostly fails costs a round trip).
 BUSY_S = 0.1
-#: The pump polls the intake this often while it has nothing to do...
+#: The pump polls the intake this often right after work, doubling each empty poll up to
+#: POLL_MAX_S (an appender of this process wakes it at once; one of another process finds its
+#: events taken within POLL_MAX_S, or runs a pass itself after `RELAY_WAIT_S`)...
 POLL_S = 0.0005
+POLL_MAX_S = 0.008
 #: ...and stops after this long without work.
 LINGER_S = 0.25
+#: Idle work (trailing projections catching up) runs at most this often: each run takes the
+#: lease, and an appender that finds it taken goes the longer way through the intake.
+IDLE_WORK_S = 0.2
 #: Listener and pump threads with nothing to do for this long close their connections.
 IDLE_CLOSE_S = 5.0
 #: A process whose pump found the pump's lock taken asks again this often while intake waits
@@ -267,13 +273,15 @@ class Pump:
 
     def _loop(self, conn: Any) -> None:
         idle_since = time.monotonic()
+        idle_work_at = 0.0
+        poll = POLL_S
         busy = False  # the last pass sequenced something: more is likely, skip the check
         while not self._closed:
             if busy or self._pending(conn):
                 done = self._sequence_once(conn)
                 busy = bool(done)
                 if done:
-                    idle_since = time.monotonic()
+                    idle_since, poll = time.monotonic(), POLL_S
                     if self._waited_on is not None and not self._waited_on():
                         self._wanted.clear()
                         self._wanted.wait(PACE_S)
@@ -281,11 +289,17 @@ class Pump:
                 if done == 0:
                     continue  # nothing was left after all: check before the next pass
                 # None: another writer holds the lease right now; it sequences what is pending.
-            elif self._idle is not None and self._idle():
-                continue
-            elif time.monotonic() - idle_since > LINGER_S:
+            elif self._idle is not None and time.monotonic() - idle_work_at > IDLE_WORK_S:
+                idle_work_at = time.monotonic()
+                if self._idle():
+                    continue
+            if time.monotonic() - idle_since > LINGER_S:
                 return
-            time.sleep(POLL_S)
+            if self._wanted.wait(poll):  # an appender of this process put intake
+                self._wanted.clear()
+                poll = POLL_S
+            else:
+                poll = min(2 * poll, POLL_MAX_S)
 
     def close(self) -> None:
         """Stop, and wait for the pass or catch-up under way: the store's connections close
