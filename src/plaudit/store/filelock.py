@@ -2,7 +2,7 @@
 
 SQLite's writers queue here (an exclusive `flock` of `<db>.lock`) rather than in SQLite's busy
 handler, which sleeps in growing steps and lets a late waker-up overtake older waiters; the
-kernel hands a free lock over at once (docs/benchmarks.md, "SQLite writers").
+kernel hands a free lock over at once (docs/benchmarks.md, "Log: appends and writers").
 
 `flock` itself has no timeout, so a waiter blocks in a thread of its own while the caller
 waits for it with the deadline. A caller that reaches the deadline gets a `DeadlineError`
