@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from plaudit import Plaudit
-from plaudit.errors import DeadlineError
+from plaudit.errors import BackendUnavailableError, DeadlineError
 
 DEADLINE = 1.0
 
@@ -149,6 +149,60 @@ def test_a_busy_lease_holder_is_named_at_the_deadline(pg_url: str) -> None:
         assert f"pid {proc.pid}" in str(err.value), str(err.value)
     finally:
         proc.wait(30)
+
+
+@pytest.mark.postgres
+def test_threads_of_one_process_take_turns_at_the_lease_with_a_deadline(pg_url: str) -> None:
+    """Threads of one process wait for each other's turn at the lease rather than failing
+    over to the intake: appends from other threads while one thread holds a `writer()` block
+    are written after it, in order, with positions; a `writer()` that waits past the deadline
+    gets a `DeadlineError` naming this process's other thread."""
+    import threading
+
+    with Plaudit.open(pg_url, deadline_s=DEADLINE) as p:
+        holding, release = threading.Event(), threading.Event()
+        lost: list[BaseException] = []
+
+        def hold() -> None:
+            try:
+                with p.log.writer() as w:
+                    w.append(event(f"held-{len(lost)}"))
+                    holding.set()
+                    release.wait(10)
+            except BackendUnavailableError as exc:
+                lost.append(exc)  # idle in its transaction past half the deadline
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        got: list[Any] = []
+        appender = threading.Thread(target=lambda: got.append(p.log.append(event("after-0"))))
+        appender.start()
+        time.sleep(0.2)
+        assert not got  # waiting for the holder's turn, not written around it
+        release.set()
+        holder.join(10)
+        appender.join(10)
+        assert got and got[0].status == "appended"
+        assert [e.id for e in p.log.tail(2)] == ["held-0", "after-0"]
+
+        release.clear()
+        holding.clear()
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(10)
+        try:
+            start = time.monotonic()
+            with pytest.raises(DeadlineError) as err, p.log.writer():
+                pass
+            assert DEADLINE - 0.1 <= time.monotonic() - start < DEADLINE + 1.0
+            assert f"another thread of this process (pid {os.getpid()})" in str(err.value)
+        finally:
+            release.set()
+            holder.join(10)
+        assert lost, "a writer() block idle for half the deadline loses its session"
+        assert [e.id for e in p.log.tail(2)] == ["held-0", "after-0"]  # nothing of it kept
+        assert p.log.verify().ok
 
 
 LEADER = r"""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import lru_cache
@@ -267,6 +268,11 @@ class PostgresBackend(Backend):
         self._channel: str | None = None
         #: The pump's own connection (see `claim_pump`).
         self._pump_conn: Any = None
+        #: This process's turn at the lease: its threads (request handlers, the pump, the
+        #: bandit's checkpoints) take it one after another here, so a try for the lease
+        #: fails only when another process holds it, never because a thread of this one
+        #: does (which sent the try the long way, through the intake and a pass).
+        self._turn = threading.RLock()
 
     def _connect(self) -> Any:
         import psycopg
@@ -337,9 +343,33 @@ class PostgresBackend(Backend):
         return PostgresSequencer(self, core)
 
     @contextmanager
+    def _local_turn(self, *, wait: bool) -> Iterator[bool]:
+        """This process's turn at the lease (see `_turn`): False when another thread kept it
+        past the deadline and `wait` is False; with `wait`, `DeadlineError` instead."""
+        if not self._turn.acquire(timeout=self.deadline_s):
+            if not wait:
+                yield False
+                return
+            raise deadlines.waited(
+                f"the sequencer lease of {self.describe()}",
+                self.deadline_s,
+                f"another thread of this process (pid {os.getpid()})",
+                "a writer() block holds it: do slow work outside the block",
+            )
+        try:
+            yield True
+        finally:
+            self._turn.release()
+
+    @contextmanager
     def write(self, *, flush: bool = True) -> Iterator[PostgresTx]:
         """A plain transaction under the lease (no head read: schema set-up runs here too).
         Every commit is flushed (`flush` is SQLite's)."""
+        with self._local_turn(wait=True), self._write() as tx:
+            yield tx
+
+    @contextmanager
+    def _write(self) -> Iterator[PostgresTx]:
         import psycopg
 
         conn = self.connection()
@@ -358,14 +388,14 @@ class PostgresBackend(Backend):
             yield tx
         except BaseException as exc:
             self._end(conn, "ROLLBACK")
-            if isinstance(exc, psycopg.OperationalError):
+            if isinstance(exc, _session_ended()):
                 self._replace(conn)
                 raise _lost(exc) from None
             raise
         else:
             try:
                 conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
+            except _session_ended() as exc:
                 self._replace(conn)
                 raise _lost(exc) from None
         finally:
@@ -399,6 +429,22 @@ class PostgresBackend(Backend):
         notification) travel with COMMIT, whose errors are translated as they would be at the
         statement. A lease waited for past the deadline raises `DeadlineError` naming its
         holder; a holder idle for half the deadline loses its session."""
+        with self._local_turn(wait=wait) as turn:
+            if not turn:
+                yield None
+                return
+            with self._lease(wait, take, ids, expect, conn) as lease:
+                yield lease
+
+    @contextmanager
+    def _lease(
+        self,
+        wait: bool,
+        take: int | None,
+        ids: Sequence[str] | None,
+        expect: HeadState | None,
+        conn: Any,
+    ) -> Iterator[Lease | None]:
         import psycopg
 
         own = conn is None
@@ -638,6 +684,12 @@ class PostgresBackend(Backend):
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _session_ended() -> tuple[type[BaseException], ...]:
+    import psycopg
+
+    return (psycopg.OperationalError, psycopg.errors.IdleInTransactionSessionTimeout)
 
 
 def _lost(exc: BaseException) -> BackendUnavailableError:

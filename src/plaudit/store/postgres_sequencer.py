@@ -135,8 +135,11 @@ class PostgresSequencer(Sequencer):
             # Functions read state, so they need the lease itself; a host leader waits for it
             # too: the few lease holders are the hosts' leaders, each with a whole group.
             self._under_lease(group, wait=True)
-        elif self._relay.busy() or not self._under_lease(group, wait=False):
-            # A pump ran a pass moments ago (a try would mostly fail), or the lease is taken.
+        elif (self._relay.busy() and not self._pump.claimed) or not self._under_lease(
+            group, wait=False
+        ):
+            # Another process's pump ran a pass moments ago (a try would mostly fail), or
+            # another process holds the lease (this process's threads take turns at it).
             self._take_in(group)
 
     def _under_lease(self, group: list[Request], *, wait: bool) -> bool:

@@ -233,6 +233,9 @@ class Pump:
         self._wanted = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: Whether this process's pump holds the pump's lock: the passes its appenders hear
+        #: are then their own process's, which take turns with them at the lease.
+        self.claimed = False
 
     def want(self) -> None:
         """Some appends of this process wait: run a pump here unless one runs somewhere."""
@@ -261,8 +264,10 @@ class Pump:
                         self._wanted.set()
                     continue
                 try:
+                    self.claimed = True
                     self._loop(conn)
                 finally:
+                    self.claimed = False
                     self._release(conn)
                 parked_since = time.monotonic()
         except Exception:
