@@ -157,8 +157,10 @@ class PostgresSequencer(Sequencer):
         expect, self._expect = self._expect, None
         if expect is not None and ids is not None and self._skip == 0:
             try:
-                self._write(group, self.backend.lease(expect=expect, ids=ids), guessed=True)
-                return True
+                if self._write(group, self.backend.lease(expect=expect, ids=ids), guessed=True):
+                    return True
+                if not wait:
+                    return False  # another thread of this process kept its turn to the deadline
             except HeadMoved:
                 self._misses = min(max(1, 2 * self._misses), 64)
                 self._skip = self._misses
