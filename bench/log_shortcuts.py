@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import median, router_events, table
 
+BENCH = Path(__file__).resolve().parent
+
 PG_DSN = os.environ.get("PLAUDIT_BENCH_PG", "postgresql://127.0.0.1:5432/test")
 
 CHILD = r"""
@@ -45,19 +47,13 @@ events = json.loads(sys.stdin.read())
 p = Plaudit.open(url)
 for e in events[:50]:
     p.log.append(e)
-def server_cpu():
+sys.path.insert(0, sys.argv[3])
+from common import proc_cpu
+def server_cpu():  # this process's PostgreSQL backends (named by `application_name`)
     with p.backend.connection().cursor() as cur:
         cur.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE %s",
                     (f"plaudit {os.getpid()}@%",))
-        pids = [r[0] for r in cur.fetchall()]
-    total = 0
-    for pid in pids:
-        try:
-            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / os.sysconf("SC_CLK_TCK")
+        return sum(proc_cpu(r[0]) for r in cur.fetchall())
 lat = []
 s0, c0 = server_cpu(), time.process_time()
 for e in events[50:]:
@@ -79,7 +75,7 @@ def one(guess: str, n: int) -> dict[str, float]:
     schema = f"shortcut_{uuid.uuid4().hex[:10]}"
     try:
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, f"{PG_DSN}?schema={schema}", guess],
+            [sys.executable, "-c", CHILD, f"{PG_DSN}?schema={schema}", guess, str(BENCH)],
             input=json.dumps(router_events(n + 50, prefix=uuid.uuid4().hex[:6])),
             capture_output=True,
             text=True,

@@ -17,23 +17,11 @@ import msgspec
 from plaudit.events import StoredEvent
 from plaudit.store.backend import Tx
 from plaudit.store.projections import EVENT_SELECT, _row_to_event, scan, type_condition
+from plaudit.store.schema import EVENT_COLUMNS
 
 _ID_CHUNK = 500
 #: Raw columns `scan_columns` may return.
-COLUMNS = frozenset(
-    (
-        "seq",
-        "id",
-        "type",
-        "ts_ms",
-        "session_id",
-        "source",
-        "payload",
-        "meta",
-        "hash",
-        "content_digest",
-    )
-)
+COLUMNS = frozenset(EVENT_COLUMNS)
 #: How much of a quarantined line is kept.
 RAW_KEEP = 64 * 1024
 
