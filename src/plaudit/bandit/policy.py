@@ -273,7 +273,10 @@ def plan(inp: PolicyInput) -> Plan:
         e = np.maximum(e, inp.explore_min)
     if binding:
         # arms the posteriors keep but the budget left out go first, then the search
-        e = np.maximum(e, np.where(keep, 1.0, inp.explore_max * discovery(inp)))
+        out = np.flatnonzero(~keep)
+        e[np.flatnonzero(keep)] = 1.0
+        if out.size:
+            e[out] = np.maximum(e[out], inp.explore_max * discovery(inp, out))
     elif inp.explore_evidence > 0.0 and inp.proof_s is not None:
         out = np.flatnonzero(~core)
         if out.size:

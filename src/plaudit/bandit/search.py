@@ -48,20 +48,26 @@ MODULE_GAIN = 3.0
 MODULE_KAPPA = 1.0
 
 
-def discovery(inp: PolicyInput) -> FloatArr:
-    """Per arm, how much it is worth trying in this scope when the budget binds (see the
-    module's docstring); 0 for arms the posterior alone decides."""
+def discovery(inp: PolicyInput, among: IntArr | None = None) -> FloatArr:
+    """How much each arm of `among` (default: all) is worth trying in this scope when the
+    budget binds (see the module's docstring); 0 for arms the posterior alone decides. The
+    policy asks only about the arms its posteriors leave out of the core, which spares the
+    incomplete beta function for the rest."""
+    n = inp.alpha.shape[0]
+    idx = np.arange(n) if among is None else among
     if inp.proof_s is None or inp.proof_f is None:
-        return np.zeros(inp.alpha.shape[0])
+        return np.zeros(idx.shape[0])
     s, f = inp.proof_s, inp.proof_f
-    w = 0.5**f
-    seen = np.flatnonzero(s > 0)
+    sa, fa = s[idx], f[idx]
+    w = 0.5**fa
+    seen = np.flatnonzero(sa > 0)
     if seen.size:
-        w[seen] = beta_sf_array(inp.bar[seen], 0.5 + s[seen], 0.5 + f[seen])
+        w[seen] = beta_sf_array(inp.bar[idx[seen]], 0.5 + sa[seen], 0.5 + fa[seen])
     if inp.unseen is not None and inp.types is not None and inp.tried is not None:
-        w = np.where(inp.unseen, w * type_weight(inp.types, inp.tried, ~inp.unseen)[inp.types], w)
+        kinds = type_weight(inp.types, inp.tried, ~inp.unseen)
+        w = np.where(inp.unseen[idx], w * kinds[inp.types[idx]], w)
     if inp.groups is not None:
-        w = w * module_weights(inp.groups, s, f)
+        w = w * module_weights(inp.groups, s, f)[idx]
     return w
 
 

@@ -15,8 +15,9 @@ _TINY = 1e-300
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction for I_x(a, b) by the modified Lentz method.
 
-    A selection evaluates this for the arms the bounds of `tail_at_least` leave undecided, in
-    plain Python: the loop compares with `tiny` directly instead of calling abs(), which
+    A selection evaluates this for the few arms the bounds of `tail_at_least` leave undecided
+    and the few its search weighs (`beta_sf_array` below `_SCALAR_TAILS` arms), in plain
+    Python: the loop compares with `tiny` directly instead of calling abs(), which
     selects the same values (so the result is bit for bit the same) at a fraction of the
     cost."""
     tiny, neg_tiny, eps, neg_eps = _TINY, -_TINY, _EPS, -_EPS
@@ -147,9 +148,15 @@ def lgamma_array(x: np.ndarray) -> np.ndarray:
     return np.where(small, out - np.log(x), out)
 
 
+#: Below this many arms a plain loop over `beta_cdf` beats the vectorised fraction, whose
+#: cost is its numpy calls per step whatever the arms (`bench/stats_crossover.py`).
+_SCALAR_TAILS = 96
+
+
 def beta_sf_array(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """P(X > x) for X ~ Beta(a, b), elementwise: the continued fraction of `beta_cdf`,
-    vectorised, with the arms that have converged dropped from each further step."""
+    vectorised, with the arms that have converged dropped from each further step (a plain
+    loop for a few arms)."""
     x, a, b = np.broadcast_arrays(
         np.asarray(x, dtype=np.float64), np.asarray(a, np.float64), np.asarray(b, np.float64)
     )
@@ -158,6 +165,13 @@ def beta_sf_array(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if inner.size == 0:
         return out
     xi, ai, bi = x.ravel()[inner], a.ravel()[inner], b.ravel()[inner]
+    flat = out.ravel()
+    if inner.size <= _SCALAR_TAILS:
+        flat[inner] = [
+            min(max(1.0 - beta_cdf(xv, av, bv), 0.0), 1.0)
+            for xv, av, bv in zip(xi.tolist(), ai.tolist(), bi.tolist(), strict=True)
+        ]
+        return flat.reshape(out.shape)
     flip = xi >= (ai + 1.0) / (ai + bi + 2.0)
     # Evaluate the fraction where it converges fast: I_x(a,b) or 1 - I_{1-x}(b,a).
     xx = np.where(flip, 1.0 - xi, xi)
@@ -199,13 +213,8 @@ def beta_sf_array(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
             break
     cdf_small = np.exp(log_front) * h / aa  # I_xx(aa, bb)
     cdf = np.where(flip, 1.0 - cdf_small, cdf_small)
-    flat = out.ravel()
     flat[inner] = np.clip(1.0 - cdf, 0.0, 1.0)
     return flat.reshape(out.shape)
-
-
-#: Below this many undecided arms a plain loop beats the vectorised fraction's overhead.
-_SCALAR_TAILS = 24
 
 
 def tail_at_least(x: np.ndarray, a: np.ndarray, b: np.ndarray, level: float) -> np.ndarray:
@@ -230,17 +239,7 @@ def tail_at_least(x: np.ndarray, a: np.ndarray, b: np.ndarray, level: float) -> 
     todo = np.flatnonzero(~surely_in & ~surely_out)
     if todo.size == 0:
         return out
-    xs, as_, bs = x[todo], a[todo], b[todo]
-    if todo.size <= _SCALAR_TAILS:
-        sf = np.array(
-            [
-                1.0 - beta_cdf(float(xv), float(av), float(bv))
-                for xv, av, bv in zip(xs.tolist(), as_.tolist(), bs.tolist(), strict=True)
-            ]
-        )
-    else:
-        sf = beta_sf_array(xs, as_, bs)
-    out[todo] = sf >= level
+    out[todo] = beta_sf_array(x[todo], a[todo], b[todo]) >= level
     return out
 
 
