@@ -290,10 +290,12 @@ def test_a_contexts_prior_comes_from_the_other_contexts(pl: Plaudit, arms) -> No
     fresh = {s.id: s for s in pl.bandit.posteriors("brand-new")}["tool:exec:Bash"]
     assert fresh.alpha == pytest.approx(kappa * 0.5) and fresh.beta == pytest.approx(kappa * 0.5)
     assert fresh.pulls == 0
-    # A context's prior leaves its own runs out: "always" sees only "never" (rate 0, one
-    # context: the prior strength k0 = 2), and adds its own 20 successes.
+    # A context's prior leaves its own runs out: "always" sees only "never" (one context: the
+    # prior strength k0 = 2), whose 20 runs without Bash bound its rate there near 0.25 / 20
+    # rather than at 0, and adds its own 20 successes.
+    m = 0.25 / 20
     a = {s.id: s for s in pl.bandit.posteriors("always")}["tool:exec:Bash"]
-    assert a.alpha == pytest.approx(20.0, abs=1e-4) and a.beta == pytest.approx(2.0, abs=1e-4)
+    assert a.alpha == pytest.approx(2 * m + 20.0) and a.beta == pytest.approx(2 * (1 - m))
 
 
 def test_discount_by_runs_is_deterministic_and_survives_rebuild(

@@ -166,6 +166,9 @@ def _context_prior_reference(
     kappa = np.clip(
         spread / np.maximum(tau2, 1e-300) - 1.0, hierarchy.KAPPA_MIN, hierarchy.KAPPA_MAX
     )
+    inv_n = np.maximum(v, 0.0) / cs
+    floor = np.where(inv_n <= 1.0 / hierarchy.ZERO_RATE_RUNS, hierarchy.ZERO_RATE * inv_n, 0.0)
+    m = np.where(others & (r <= 1e-12), np.maximum(m, floor), m)
     return np.where(others, m, mu_global), np.where(others, kappa, k0)
 
 

@@ -59,6 +59,37 @@ def test_alike_contexts_share_strongly_and_unlike_ones_weakly() -> None:
     assert k_unlike[0] < 1.0  # it learns this arm from its own runs
 
 
+@settings(max_examples=60, deadline=None)
+@given(tries=st.lists(st.integers(1, 400), min_size=1, max_size=8), hit=st.booleans())
+def test_types_that_never_saw_an_arm_needed_bound_its_rate_not_zero_it(
+    tries: list[int], hit: bool
+) -> None:
+    """Other task types' runs without a success put an arm's rate near ZERO_RATE / n, once
+    each tried it ZERO_RATE_RUNS times or more; one success among them gives the plain mean
+    of their rates, as before."""
+    s = [1.0 if hit and i == 0 else 0.0 for i in range(len(tries))]
+    f = [float(n) - si for n, si in zip(tries, s, strict=True)]
+    m, _ = hierarchy.context_prior(_sums(s, f), [0.0], [0.0], np.array([0.5]), 2.0)
+    inv_n = float(np.mean([1.0 / n for n in tries]))
+    if hit:
+        want = float(np.mean([si / n for si, n in zip(s, tries, strict=True)]))
+    elif inv_n <= 1.0 / hierarchy.ZERO_RATE_RUNS:
+        want = hierarchy.ZERO_RATE * inv_n
+    else:
+        want = 0.0  # too few tries to bound the rate: the mean of 0, clamped
+    assert m[0] == pytest.approx(min(max(want, 1e-6), 1.0 - 1e-6), rel=1e-9)
+
+
+def test_an_arm_a_few_types_seldom_need_is_not_shut_out_by_the_others_zeros() -> None:
+    """Three task types ran an arm 40 times each and never needed it; the fourth needs it in
+    3% of its runs. Its prior mean there is 0.25 / 40, not 0: above a cheap arm's bar of
+    0.005."""
+    s, f = [0.0, 0.0, 0.0], [40.0, 40.0, 40.0]
+    m, kappa = hierarchy.context_prior(_sums(s, f), [0.0], [0.0], np.array([0.5]), 2.0)
+    assert m[0] == pytest.approx(0.25 / 40)
+    assert m[0] >= 0.005 and kappa[0] > 0.0
+
+
 def _observe(st_: dict, outcomes: list[int], detect: bool = True) -> tuple[dict, list[bool]]:
     alarms = []
     for i, r in enumerate(outcomes):

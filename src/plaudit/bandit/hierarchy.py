@@ -16,6 +16,12 @@ each type learns it from its own runs. This is what lets 60 sparse task types le
 30 runs each, and what keeps the rarely needed arm of two task types from being shut out by
 the three that never need it.
 
+Other contexts that have tried an arm (ZERO_RATE_RUNS times each or more) and never seen it
+needed do not put its rate at 0: n runs without a success bound it near ZERO_RATE / n, and
+that bound is the least m they give. Otherwise an arm that two or three task types need in a
+few percent of their runs, and that the types which found it first have not yet seen needed,
+starts every other type from a mean of 0.
+
 The prior of context c is built from the *other* contexts (leave-one-out), so a context never
 counts its own runs twice. tau^2 is shrunk towards m (1 - m) / (k0 + 1) (a prior worth `W0`
 contexts), so two or three contexts cannot claim a precise spread. With no other context, the
@@ -37,6 +43,11 @@ SUMS = ("hc", "hr", "hr2", "hv")
 #: The prior on the spread is worth this many contexts.
 W0 = 2.0
 KAPPA_MIN, KAPPA_MAX = 0.3, 1e4
+#: The pseudo-count behind the rate of a context that never saw an arm needed: its n runs
+#: without a success put the rate near ZERO_RATE / n rather than at 0 (`context_prior`),
+#: where the other contexts tried the arm ZERO_RATE_RUNS times each or more.
+ZERO_RATE = 0.25
+ZERO_RATE_RUNS = 10.0
 
 
 def terms(s: Any, f: Any) -> tuple[Any, Any, Any, Any]:
@@ -79,6 +90,17 @@ def context_prior(
     extra = np.maximum(c - 1.0, 0.0)
     tau2 = (W0 * spread / (k0 + 1.0) + extra * tau_hat) / (W0 + extra)
     kappa = np.minimum(np.maximum(spread / np.maximum(tau2, 1e-300) - 1.0, KAPPA_MIN), KAPPA_MAX)
+    # Other task types that never saw the arm needed only bound its rate there: n runs
+    # without a success put it near ZERO_RATE / n, not at 0. A mean of exactly 0 (kept
+    # above only by the 1e-6 clamp) shuts out, in this type, an arm that two or three types
+    # need in a few percent of their runs, until one of its rare retries is needed. The
+    # bound stands in for the mean only where the others tried the arm ZERO_RATE_RUNS times
+    # each or more: below that it is loose (0.05 at five tries), and under a binding budget
+    # it filled the core with arms seldom tried (10,000 random-id arms: recall at 3,000 runs
+    # 0.709 against 0.740).
+    inv_n = np.maximum(v, 0.0) / cs  # the mean of 1 / n over the other contexts
+    floor = np.where(inv_n <= 1.0 / ZERO_RATE_RUNS, ZERO_RATE * inv_n, 0.0)
+    m = np.where(others & (r <= 1e-12), np.maximum(m, floor), m)
     return np.where(others, m, mu_global), np.where(others, kappa, k0)
 
 
