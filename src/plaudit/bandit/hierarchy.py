@@ -77,7 +77,7 @@ def context_prior(
     c = np.asarray(sums["hc"], dtype=np.float64) - c0
     r = np.asarray(sums["hr"], dtype=np.float64) - r0
     r2 = np.asarray(sums["hr2"], dtype=np.float64) - r20
-    v = np.asarray(sums["hv"], dtype=np.float64) - v0
+    v = np.maximum(np.asarray(sums["hv"], dtype=np.float64) - v0, 0.0)
     # incremental sums may carry rounding: a count is a whole number
     c = np.rint(np.maximum(c, 0.0))
     others = c >= 1.0
@@ -86,7 +86,7 @@ def context_prior(
     m = np.minimum(np.maximum(r / cs, 1e-6), 1.0 - 1e-6)
     spread = m * (1.0 - m)
     dev = np.maximum(r2 - cs * m * m, 0.0)
-    tau_hat = np.maximum(dev - spread * np.maximum(v, 0.0), 0.0) / np.maximum(c - 1.0, 1.0)
+    tau_hat = np.maximum(dev - spread * v, 0.0) / np.maximum(c - 1.0, 1.0)
     extra = np.maximum(c - 1.0, 0.0)
     tau2 = (W0 * spread / (k0 + 1.0) + extra * tau_hat) / (W0 + extra)
     kappa = np.minimum(np.maximum(spread / np.maximum(tau2, 1e-300) - 1.0, KAPPA_MIN), KAPPA_MAX)
@@ -98,9 +98,9 @@ def context_prior(
     # each or more: below that it is loose (0.05 at five tries), and under a binding budget
     # it filled the core with arms seldom tried (10,000 random-id arms: recall at 3,000 runs
     # 0.709 against 0.740).
-    inv_n = np.maximum(v, 0.0) / cs  # the mean of 1 / n over the other contexts
-    floor = np.where(inv_n <= 1.0 / ZERO_RATE_RUNS, ZERO_RATE * inv_n, 0.0)
-    m = np.where(others & (r <= 1e-12), np.maximum(m, floor), m)
+    inv_n = v / cs  # the mean of 1 / n over the other contexts
+    bounded = others & (r <= 1e-12) & (inv_n <= 1.0 / ZERO_RATE_RUNS)
+    m = np.where(bounded, np.maximum(m, ZERO_RATE * inv_n), m)
     return np.where(others, m, mu_global), np.where(others, kappa, k0)
 
 

@@ -273,8 +273,8 @@ def plan(inp: PolicyInput) -> Plan:
         e = np.maximum(e, inp.explore_min)
     if binding:
         # arms the posteriors keep but the budget left out go first, then the search
+        e[keep] = 1.0
         out = np.flatnonzero(~keep)
-        e[np.flatnonzero(keep)] = 1.0
         if out.size:
             e[out] = np.maximum(e[out], inp.explore_max * discovery(inp, out))
     elif inp.explore_evidence > 0.0 and inp.proof_s is not None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -93,15 +92,9 @@ class UnverifiedNoteError(IntegrityError):
 # -- names, key IDs, base64 ------------------------------------------------------------------
 
 
-#: A key name made only of printable ASCII other than space and '+' (the common case).
-_PLAIN_NAME = re.compile(r"[!-*,-~]+")
-
-
 def check_key_name(name: object, *, field: str = "key name", where: str | None = None) -> str:
     """`name` if it is a valid key name: non-empty UTF-8, no Unicode space, no '+', no control
     character (a note may hold none); else a ValidationError naming the offending character."""
-    if isinstance(name, str) and _PLAIN_NAME.fullmatch(name) is not None:
-        return name  # printable ASCII without space or '+': every note and receipt signs so
     if not isinstance(name, str) or not name:
         raise ValidationError(field, "must be a non-empty string", where=where)
     for ch in name:
@@ -120,10 +113,8 @@ def check_key_name(name: object, *, field: str = "key name", where: str | None =
     return name
 
 
-@functools.lru_cache(maxsize=64)
 def key_id(name: str, sig_type: int, public_key: bytes) -> int:
-    """The key ID: the first 4 bytes, big-endian, of SHA-256(name || 0x0A || type || key).
-    Remembered: a log signs every receipt and checkpoint with the same few keys."""
+    """The key ID: the first 4 bytes, big-endian, of SHA-256(name || 0x0A || type || key)."""
     check_key_name(name)
     digest = hashlib.sha256(name.encode() + b"\n" + bytes([sig_type]) + public_key).digest()
     return int.from_bytes(digest[:4], "big")
